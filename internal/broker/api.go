@@ -1,0 +1,248 @@
+// Package broker is the Redis engine of dtq: the only code that speaks Redis.
+//
+// Every key of one queue carries the hash tag {<namespace>/<queue>} (see keys.go),
+// so each Lua script touches a single slot and the engine runs unchanged on Redis
+// Cluster. Every multi-step state change is one Lua script (scripts.go) with its
+// KEYS, ARGV and return values documented above it.
+//
+// This file is the engine's contract with its callers (the controllers, the worker
+// SDK and the HTTP API): the exported types, errors and the Broker's methods.
+package broker
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// QueueRef is a queue's identity, <namespace>/<name>. Idempotency scope is this
+// identity: two namespaces never share keys.
+type QueueRef struct {
+	Namespace string
+	Name      string
+}
+
+// String returns "namespace/name", the text inside the queue's hash tag.
+func (q QueueRef) String() string { return q.Namespace + "/" + q.Name }
+
+// RetryPolicy is the exponential backoff of retryable failures:
+// delay = min(MaxDelay, BaseDelay * 2^(attempt-1)) * (1 + uniform(-Jitter, +Jitter)),
+// where attempt is the attempt that failed.
+type RetryPolicy struct {
+	BaseDelay time.Duration
+	MaxDelay  time.Duration
+	Jitter    float64
+}
+
+// QueueConfig holds the per-queue settings the engine enforces. The Queue
+// controller writes it to Redis with EnsureQueue; scripts read it from there, so
+// the manager, the HTTP API and every worker agree on one copy.
+type QueueConfig struct {
+	MaxDepth           int64         // admission gate on queued + in-flight entries (10000)
+	MaxPayloadBytes    int64         // compact JSON payload size limit (262144)
+	DefaultMaxAttempts int           // per-task default (5); per-task values are capped at 10
+	DefaultTimeout     time.Duration // handler deadline when the task sets none (30s)
+	Retry              RetryPolicy   // 1s, 60s, 0.2
+	IdempotencyTTL     time.Duration // lifetime of dtq:{q}:idempotency:<key> records (24h)
+	TaskRetention      time.Duration // TTL of task hashes, refreshed on every write (7d)
+	ResultRetention    time.Duration // TTL of stored results (1h)
+	ResultMaxBytes     int64         // results longer than this are truncated (8192)
+	DeadLetter         bool          // true: exhausted tasks go DeadLettered, false: Failed
+	DeadLetterMaxLen   int64         // approximate cap of the dead-letter stream (10000)
+	VisibilityTimeout  time.Duration // idle time before another worker may reclaim an entry (30s)
+}
+
+// DefaultQueueConfig returns the defaults of the original dtq.
+func DefaultQueueConfig() QueueConfig {
+	return QueueConfig{
+		MaxDepth:           10000,
+		MaxPayloadBytes:    262144,
+		DefaultMaxAttempts: 5,
+		DefaultTimeout:     30 * time.Second,
+		Retry:              RetryPolicy{BaseDelay: time.Second, MaxDelay: time.Minute, Jitter: 0.2},
+		IdempotencyTTL:     24 * time.Hour,
+		TaskRetention:      7 * 24 * time.Hour,
+		ResultRetention:    time.Hour,
+		ResultMaxBytes:     8192,
+		DeadLetter:         true,
+		DeadLetterMaxLen:   10000,
+		VisibilityTimeout:  30 * time.Second,
+	}
+}
+
+// MaxAttemptsCap is the largest maxAttempts a task may ask for.
+const MaxAttemptsCap = 10
+
+// State is a task's lifecycle state. The values are the Task CR's status.state
+// values, so callers never translate.
+type State string
+
+const (
+	StatePending      State = "Pending" // delayed; waits in the schedule
+	StateQueued       State = "Queued"
+	StateRunning      State = "Running"
+	StateRetrying     State = "Retrying" // failed retryably; waits in the schedule
+	StateSucceeded    State = "Succeeded"
+	StateFailed       State = "Failed"
+	StateDeadLettered State = "DeadLettered"
+	StateCancelled    State = "Cancelled"
+	StateExpired      State = "Expired"
+)
+
+// Terminal reports whether no further transition can happen.
+func (s State) Terminal() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateDeadLettered, StateCancelled, StateExpired:
+		return true
+	}
+	return false
+}
+
+// IdempotencyState is the seed's record vocabulary.
+type IdempotencyState string
+
+const (
+	IdempotencyProcessing IdempotencyState = "processing"
+	IdempotencyCompleted  IdempotencyState = "completed"
+	IdempotencyFailed     IdempotencyState = "failed"
+)
+
+// IdempotencyRecord is the JSON value at dtq:{q}:idempotency:<key>.
+type IdempotencyRecord struct {
+	TaskID    string           `json:"task_id"`
+	State     IdempotencyState `json:"state"`
+	UpdatedAt time.Time        `json:"updated_at"`
+}
+
+// SubmitRequest is one task to ingest.
+type SubmitRequest struct {
+	ID             string          // optional; [A-Za-z0-9_-]{1,64}; generated (32 hex) when empty
+	Type           string          // required handler name, 1..253 bytes
+	Payload        json.RawMessage // a JSON object; empty means {}
+	IdempotencyKey string          // optional, 1..256 bytes, any bytes
+	Priority       int             // 0..9; callers apply the default 5
+	MaxAttempts    int             // 0: queue default; else 1..MaxAttemptsCap
+	Timeout        time.Duration   // 0: queue default; else 1ms..1h
+	NotBefore      time.Time       // zero or past: queued now; future: Pending in the schedule
+	ExpiresAt      time.Time       // zero: never; a task not started by then ends Expired
+}
+
+// SubmitResult is a successful submission: a new task (HTTP 202) or, with
+// Duplicate, the replay of a completed or failed idempotency record (HTTP 200).
+type SubmitResult struct {
+	Task      TaskInfo
+	Duplicate bool
+}
+
+// TaskInfo is the authoritative task record (the task hash) plus its result.
+type TaskInfo struct {
+	ID              string
+	Queue           QueueRef
+	Type            string
+	Payload         json.RawMessage
+	IdempotencyKey  string
+	Priority        int
+	State           State
+	Attempt         int // starts at 1; +1 on a retry and on a crash redelivery
+	MaxAttempts     int
+	Timeout         time.Duration
+	CreatedAt       time.Time
+	AvailableAt     time.Time // when it becomes (or became) runnable
+	ExpiresAt       time.Time // zero: never
+	StartedAt       time.Time // of the latest attempt
+	FinishedAt      time.Time
+	WorkerID        string
+	LastError       string // sanitized, at most 500 characters
+	LastErrorClass  string
+	CancelRequested bool
+	Result          json.RawMessage // nil when none or expired; truncated to ResultMaxBytes
+	ResultTruncated bool
+}
+
+// QueueStats is a queue's backlog, read for status and autoscaling.
+type QueueStats struct {
+	Bands        [10]int64 // stream length per priority band, p0..p9 (includes in-flight entries)
+	Depth        int64     // sum of Bands: what MaxDepth gates
+	InFlight     int64     // delivered, not yet acknowledged (XPENDING)
+	Queued       int64     // Depth - InFlight
+	Scheduled    int64     // delayed and retrying tasks in the schedule
+	DeadLettered int64     // dead-letter stream length
+	Paused       bool
+}
+
+// EventType names a lifecycle event on the queue's events stream.
+type EventType string
+
+const (
+	EventQueued            EventType = "TaskQueued"
+	EventStarted           EventType = "TaskStarted"
+	EventSucceeded         EventType = "TaskSucceeded"
+	EventRetryScheduled    EventType = "TaskRetryScheduled"
+	EventRetried           EventType = "TaskRetried" // moved from the schedule (or the DLQ) back to a stream
+	EventFailed            EventType = "TaskFailed"
+	EventDeadLettered      EventType = "TaskDeadLettered"
+	EventCancelled         EventType = "TaskCancelled"
+	EventCancelRequested   EventType = "TaskCancelRequested"
+	EventExpired           EventType = "TaskExpired"
+	EventDuplicateAbsorbed EventType = "TaskDuplicateAbsorbed"
+	EventQueuePaused       EventType = "QueuePaused"
+	EventQueueResumed      EventType = "QueueResumed"
+)
+
+// Event is one entry of dtq:{q}:events (a bounded stream, so a reader resumes
+// after a restart from the last ID it saw).
+type Event struct {
+	ID      string // stream entry ID; pass it back as after
+	Type    EventType
+	TaskID  string
+	Attempt int
+	At      time.Time
+}
+
+// Delivery is a stream entry handed to a worker.
+type Delivery struct {
+	MessageID string // stream entry ID
+	Band      int    // priority 0..9
+	TaskID    string
+	Attempt   int  // the attempt the entry was queued for
+	Reclaimed bool // taken over from another consumer after the visibility timeout
+}
+
+// StartResult says whether a worker should run a delivery. When Run is false the
+// entry has already been acknowledged (absorbed duplicate, cancelled, expired,
+// terminal, or dead-lettered because a crash loop exhausted maxAttempts) and
+// Reason says why.
+type StartResult struct {
+	Run    bool
+	Task   TaskInfo
+	Reason string
+}
+
+// Outcome is how a handler execution ended.
+type Outcome struct {
+	Result     json.RawMessage // on success; must be valid JSON (nil means null)
+	Err        string          // non-empty: the attempt failed with this message
+	ErrorClass string          // a short class name for metrics and status
+	Retryable  bool            // the error is in the retry allow-list
+	Cancelled  bool            // the handler was stopped by a cancel request
+}
+
+// DeadLetter is one dead-letter stream entry.
+type DeadLetter struct {
+	EntryID   string
+	TaskID    string
+	Type      string
+	FailedAt  time.Time
+	Attempts  int
+	LastError string
+}
+
+// WorkerInfo is a worker's heartbeat record.
+type WorkerInfo struct {
+	ID            string
+	Hostname      string
+	Concurrency   int
+	Active        int
+	Status        string // starting, ready, busy, draining, stopped
+	StartedAt     time.Time
+	LastHeartbeat time.Time
+}

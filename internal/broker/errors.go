@@ -1,0 +1,63 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a documented error code; the HTTP API maps each to a status.
+type Code string
+
+const (
+	CodeInvalidTask           Code = "INVALID_TASK"            // 400
+	CodePayloadTooLarge       Code = "PAYLOAD_TOO_LARGE"       // 413
+	CodeIdempotencyInProgress Code = "IDEMPOTENCY_IN_PROGRESS" // 409, TaskID is the in-flight task
+	CodeQueueFull             Code = "QUEUE_FULL"              // 429, Depth and Limit set
+	CodeQueueNotFound         Code = "QUEUE_NOT_FOUND"         // 404, EnsureQueue never ran
+	CodeTaskNotFound          Code = "TASK_NOT_FOUND"          // 404
+	CodeTaskTerminal          Code = "TASK_TERMINAL"           // 410
+	CodeTaskConflict          Code = "TASK_CONFLICT"           // 409, e.g. requeue of a task that is not dead-lettered
+	CodeDLQEntryNotFound      Code = "DLQ_ENTRY_NOT_FOUND"     // 404
+	CodeConsumerBusy          Code = "CONSUMER_BUSY"           // a consumer with pending entries cannot be removed
+)
+
+// Error is the engine's typed error. errors.Is(err, ErrQueueFull) and friends
+// compare codes, so callers never match strings.
+type Error struct {
+	Code    Code
+	Message string
+	TaskID  string // IDEMPOTENCY_IN_PROGRESS: the in-flight task
+	Depth   int64  // QUEUE_FULL
+	Limit   int64  // QUEUE_FULL, PAYLOAD_TOO_LARGE
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Is matches any *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrInvalidTask           = &Error{Code: CodeInvalidTask}
+	ErrPayloadTooLarge       = &Error{Code: CodePayloadTooLarge}
+	ErrIdempotencyInProgress = &Error{Code: CodeIdempotencyInProgress}
+	ErrQueueFull             = &Error{Code: CodeQueueFull}
+	ErrQueueNotFound         = &Error{Code: CodeQueueNotFound}
+	ErrTaskNotFound          = &Error{Code: CodeTaskNotFound}
+	ErrTaskTerminal          = &Error{Code: CodeTaskTerminal}
+	ErrTaskConflict          = &Error{Code: CodeTaskConflict}
+	ErrDLQEntryNotFound      = &Error{Code: CodeDLQEntryNotFound}
+	ErrConsumerBusy          = &Error{Code: CodeConsumerBusy}
+)
+
+// CodeOf returns the code of an engine error, or "" for any other error.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
