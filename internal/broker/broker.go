@@ -95,9 +95,9 @@ func (b *Broker) Read(ctx context.Context, q QueueRef, consumer string, count in
 	return nil, errNotImplemented
 }
 
-// Reclaim takes over up to count entries idle longer than the queue's visibility
-// timeout (XAUTOCLAIM, p9 first); the deliveries have Reclaimed set.
-func (b *Broker) Reclaim(ctx context.Context, q QueueRef, consumer string, count int) ([]Delivery, error) {
+// Reclaim takes over up to count entries idle longer than minIdle (the visibility
+// timeout) with XAUTOCLAIM, p9 first; the deliveries have Reclaimed set.
+func (b *Broker) Reclaim(ctx context.Context, q QueueRef, consumer string, minIdle time.Duration, count int) ([]Delivery, error) {
 	return nil, errNotImplemented
 }
 
