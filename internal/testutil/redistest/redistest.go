@@ -1,0 +1,282 @@
+// Package redistest starts private redis-server processes for tests: one per
+// call, on a free loopback port, shut down at test cleanup. Tests in parallel
+// never share a server.
+package redistest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const notFound = "redis-server not found: run `make redis` (installs it with apt) or install Redis 7"
+
+// Server is a running redis-server owned by one test.
+type Server struct {
+	Addr string // host:port
+
+	t      testing.TB
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+
+	once   sync.Once
+	client *redis.Client
+}
+
+type config struct {
+	aofDir string
+	args   []string
+}
+
+// Option configures Start.
+type Option func(*config)
+
+// WithAOF turns on the append-only file (appendfsync always) in dir, so a test
+// can restart Redis and keep its data.
+func WithAOF(dir string) Option {
+	return func(c *config) { c.aofDir = dir }
+}
+
+// WithArgs appends raw redis-server arguments, e.g. "--maxmemory", "10mb".
+func WithArgs(args ...string) Option {
+	return func(c *config) { c.args = append(c.args, args...) }
+}
+
+// Start starts a redis-server, waits until it answers PING and registers its
+// shutdown with t.Cleanup. It fails the test when redis-server is missing.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	args := []string{"--save", ""}
+	if c.aofDir != "" {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always", "--dir", c.aofDir)
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	args = append(args, c.args...)
+	s, errText := startProcess(t, args)
+	if s == nil {
+		t.Fatalf("redis-server did not start: %s", errText)
+	}
+	return s
+}
+
+func binary(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(notFound)
+	}
+	return bin
+}
+
+// startProcess starts redis-server on a free port, retrying when another process
+// grabbed the port between probe and bind. On failure it returns nil and the
+// server's output.
+func startProcess(t testing.TB, extra []string) (*Server, string) {
+	t.Helper()
+	bin := binary(t)
+	var lastErr string
+	for range 5 {
+		port := freePort(t)
+		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"}, extra...)
+		cmd := exec.Command(bin, args...)
+		stderr := &bytes.Buffer{}
+		cmd.Stdout = stderr
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start redis-server: %v", err)
+		}
+		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), t: t, cmd: cmd, stderr: stderr}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		if s.pingUntil(exited, 5*time.Second) {
+			t.Cleanup(func() {
+				if s.client != nil {
+					_ = s.client.Close()
+				}
+				_ = cmd.Process.Kill()
+				<-exited
+			})
+			return s, ""
+		}
+		_ = cmd.Process.Kill()
+		<-exited
+		lastErr = stderr.String()
+		if !strings.Contains(lastErr, "in use") {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func (s *Server) pingUntil(exited <-chan struct{}, timeout time.Duration) bool {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return false
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// URL returns redis://127.0.0.1:port/0.
+func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+
+// Client returns a client for the server, closed at cleanup.
+func (s *Server) Client() *redis.Client {
+	s.once.Do(func() { s.client = redis.NewClient(&redis.Options{Addr: s.Addr}) })
+	return s.client
+}
+
+// FlushAll empties the server.
+func (s *Server) FlushAll() {
+	s.t.Helper()
+	if err := s.Client().FlushAll(context.Background()).Err(); err != nil {
+		s.t.Fatalf("flushall: %v", err)
+	}
+}
+
+// Restart kills the server and starts it again on the same port with the same
+// arguments (with WithAOF the data survives).
+func (s *Server) Restart() {
+	s.t.Helper()
+	_ = s.cmd.Process.Kill()
+	time.Sleep(50 * time.Millisecond)
+	cmd := exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
+	cmd.Stdout = s.stderr
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("restart redis-server: %v", err)
+	}
+	s.cmd = cmd
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	if !s.pingUntil(exited, 5*time.Second) {
+		s.t.Fatalf("redis-server did not restart: %s", s.stderr.String())
+	}
+}
+
+// StartCluster starts masters redis-server processes in cluster mode, splits
+// the 16384 slots between them, joins them and waits for cluster_state:ok. It
+// skips the test when redis-server lacks cluster support.
+func StartCluster(t testing.TB, masters int) *redis.ClusterClient {
+	t.Helper()
+	binary(t)
+	if masters < 1 {
+		t.Fatalf("StartCluster: masters must be >= 1")
+	}
+	dir := t.TempDir()
+	nodes := make([]*Server, masters)
+	for i := range nodes {
+		nd := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.MkdirAll(nd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = startCluster(t, nd)
+	}
+	ctx := context.Background()
+	per := 16384 / masters
+	for i, n := range nodes {
+		lo, hi := i*per, (i+1)*per-1
+		if i == masters-1 {
+			hi = 16383
+		}
+		if err := n.Client().Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			t.Fatalf("cluster addslotsrange: %v", err)
+		}
+	}
+	for _, n := range nodes[1:] {
+		host, port, _ := net.SplitHostPort(n.Addr)
+		if err := nodes[0].Client().Do(ctx, "CLUSTER", "MEET", host, port).Err(); err != nil {
+			t.Fatalf("cluster meet: %v", err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok := true
+		for _, n := range nodes {
+			info, err := n.Client().ClusterInfo(ctx).Result()
+			if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", masters)) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster did not reach cluster_state:ok")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	addrs := make([]string, masters)
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = cc.Close() })
+	// The client learns the slot map lazily; wait until every node agrees.
+	for {
+		if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }); err == nil {
+			if slots, err := cc.ClusterSlots(ctx).Result(); err == nil && len(slots) == masters {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster client did not see %d masters", masters)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return cc
+}
+
+func startCluster(t testing.TB, dir string) *Server {
+	t.Helper()
+	s, errText := startProcess(t, []string{"--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
+		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "2000", "--dir", dir})
+	if s == nil {
+		if strings.Contains(strings.ToLower(errText), "cluster") {
+			t.Skipf("redis-server lacks cluster support: %s", errText)
+		}
+		t.Fatalf("redis-server (cluster mode) did not start: %s", errText)
+	}
+	return s
+}

@@ -1,0 +1,99 @@
+package redistest
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Two servers started by parallel tests never collide: distinct ports, and a
+// write in one is invisible in the other.
+func TestParallelServersAreIsolated(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b := Start(t), Start(t)
+	if a.Addr == b.Addr {
+		t.Fatalf("both servers on %s", a.Addr)
+	}
+	if err := a.Client().Set(ctx, "k", "a", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Client().Exists(ctx, "k").Result(); err != nil || n != 0 {
+		t.Fatalf("write in a visible in b: n=%d err=%v", n, err)
+	}
+	a.FlushAll()
+	if n, _ := a.Client().DBSize(ctx).Result(); n != 0 {
+		t.Fatalf("FlushAll left %d keys", n)
+	}
+}
+
+func TestParallelHelpers(t *testing.T) {
+	ports := make(chan string, 4)
+	t.Run("group", func(t *testing.T) {
+		for range 4 {
+			t.Run("server", func(t *testing.T) {
+				t.Parallel()
+				s := Start(t)
+				ctx := context.Background()
+				if err := s.Client().Incr(ctx, "n").Err(); err != nil {
+					t.Fatal(err)
+				}
+				if n, _ := s.Client().Get(ctx, "n").Int(); n != 1 {
+					t.Fatalf("counter = %d, want 1 (another test wrote here)", n)
+				}
+				ports <- s.Addr
+			})
+		}
+	})
+	close(ports)
+	seen := map[string]bool{}
+	for p := range ports {
+		if seen[p] {
+			t.Fatalf("port %s used twice", p)
+		}
+		seen[p] = true
+	}
+}
+
+func TestAOFRestartKeepsData(t *testing.T) {
+	t.Parallel()
+	s := Start(t, WithAOF(t.TempDir()))
+	ctx := context.Background()
+	if err := s.Client().Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Restart()
+	if v, err := s.Client().Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("after restart: %q %v", v, err)
+	}
+}
+
+func TestStartCluster(t *testing.T) {
+	t.Parallel()
+	cc := StartCluster(t, 3)
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c", "{x}1", "{x}2"} {
+		if err := cc.Set(ctx, k, k, 0).Err(); err != nil {
+			t.Fatalf("set %s: %v", k, err)
+		}
+	}
+	var mu sync.Mutex
+	withKeys := 0
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		n, err := c.DBSize(ctx).Result()
+		mu.Lock()
+		defer mu.Unlock()
+		if n > 0 {
+			withKeys++
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withKeys < 2 {
+		t.Fatalf("keys on %d masters, want them spread over at least 2", withKeys)
+	}
+}
