@@ -1,0 +1,122 @@
+// Package demo holds the reference worker's demo handlers (cmd/worker), in a
+// package of their own so tests can run them in-process.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/pkg/worker"
+)
+
+// Task types.
+const (
+	Echo    = "echo"
+	Sleep   = "sleep"
+	Flaky   = "flaky"
+	Fail    = "fail"
+	Counter = "counter"
+	Crash   = "crash"
+)
+
+// CounterKeyPrefix prefixes the counters the counter handler increments.
+const CounterKeyPrefix = "dtq:example:counter:"
+
+// CounterOpTTL is how long the counter handler's IdempotentOperation record lives.
+const CounterOpTTL = 24 * time.Hour
+
+// MaxSleep caps the sleep handler.
+const MaxSleep = 10 * time.Minute
+
+// SleepPayload is the sleep handler's payload.
+type SleepPayload struct {
+	Seconds float64 `json:"seconds"`
+}
+
+// FlakyPayload is the flaky handler's payload.
+type FlakyPayload struct {
+	FailTimes int `json:"failTimes"`
+}
+
+// CounterPayload is the counter handler's payload. HoldSeconds sleeps after the
+// increment, before the task completes (a window for crash tests).
+type CounterPayload struct {
+	Name        string  `json:"name"`
+	HoldSeconds float64 `json:"holdSeconds,omitempty"`
+}
+
+// Register adds echo, sleep, flaky, fail and counter to mux. rdb is the Redis
+// the counter handler increments in.
+func Register(mux *worker.Mux, rdb redis.UniversalClient) {
+	mux.HandleFunc(Echo, func(ctx context.Context, t *worker.Task) (any, error) {
+		if len(t.Payload) == 0 {
+			return json.RawMessage("{}"), nil
+		}
+		return t.Payload, nil
+	})
+	mux.Handle(Sleep, worker.Typed(func(ctx context.Context, t *worker.Task, p SleepPayload) (any, error) {
+		d := time.Duration(p.Seconds * float64(time.Second))
+		if d < 0 || d > MaxSleep {
+			return nil, fmt.Errorf("%w: seconds must be within 0..%v", worker.SkipRetry, MaxSleep.Seconds())
+		}
+		select {
+		case <-time.After(d):
+			return map[string]any{"slept": p.Seconds}, nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}))
+	mux.Handle(Flaky, worker.Typed(func(ctx context.Context, t *worker.Task, p FlakyPayload) (any, error) {
+		if t.Attempt <= p.FailTimes {
+			return nil, worker.Retryable(fmt.Errorf("flaky: failing attempt %d of %d planned failures", t.Attempt, p.FailTimes))
+		}
+		return map[string]any{"attempt": t.Attempt}, nil
+	}))
+	mux.HandleFunc(Fail, func(ctx context.Context, t *worker.Task) (any, error) {
+		return nil, errors.New("fail: permanent failure by design")
+	})
+	mux.Handle(Counter, worker.Typed(func(ctx context.Context, t *worker.Task, p CounterPayload) (any, error) {
+		if p.Name == "" {
+			return nil, fmt.Errorf("%w: counter: name is required", worker.SkipRetry)
+		}
+		key := t.IdempotencyKey
+		if key == "" {
+			key = t.ID
+		}
+		// One increment per logical task, however often it is redelivered.
+		ran, v, err := worker.IdempotentOperation(ctx, rdb, "dtq:example:counter-op:"+t.Queue+":"+key, CounterOpTTL,
+			func(ctx context.Context) (int64, error) {
+				return rdb.Incr(ctx, CounterKeyPrefix+p.Name).Result()
+			})
+		if err != nil {
+			return nil, err // connection errors are retried by the server
+		}
+		if p.HoldSeconds > 0 {
+			select {
+			case <-time.After(time.Duration(p.HoldSeconds * float64(time.Second))):
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		return map[string]any{"value": v, "ran": ran}, nil
+	}))
+}
+
+// RegisterCrash adds the crash handler, which SIGKILLs its own process (an OOM
+// kill, say) every time. Only for crash tests: never register it in a process
+// you care about.
+func RegisterCrash(mux *worker.Mux) {
+	mux.HandleFunc(Crash, func(ctx context.Context, t *worker.Task) (any, error) {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		time.Sleep(time.Minute)
+		os.Exit(2)
+		return nil, nil
+	})
+}

@@ -1,0 +1,88 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SkipRetry marks an error as permanent, even when it is also wrapped with
+// Retryable: return fmt.Errorf("...: %w", worker.SkipRetry) and the task is
+// dead-lettered at once.
+var SkipRetry = errors.New("skip retry")
+
+// ErrUnknownType is the permanent failure of a task whose type has no handler.
+var ErrUnknownType = errors.New("no handler for task type")
+
+// ErrPanic is the permanent failure of a handler that panicked.
+var ErrPanic = errors.New("handler panicked")
+
+type retryableError struct{ err error }
+
+func (e *retryableError) Error() string { return e.err.Error() }
+func (e *retryableError) Unwrap() error { return e.err }
+
+// Retryable marks err as transient: the task is retried with backoff while
+// attempts remain. Retryable(nil) is nil.
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retryableError{err: err}
+}
+
+// Error classes recorded on the task (LastErrorClass) and used in logs.
+const (
+	ClassRetryable   = "Retryable"
+	ClassTimeout     = "Timeout"
+	ClassConnection  = "Connection"
+	ClassPermanent   = "Permanent"
+	ClassSkipRetry   = "SkipRetry"
+	ClassUnknownType = "UnknownType"
+	ClassPanic       = "Panic"
+	ClassBadResult   = "BadResult"
+)
+
+// IsRetryable reports whether a handler error is in the retry allow-list:
+// wrapped with Retryable, or a connection error (net.Error, io.EOF,
+// io.ErrUnexpectedEOF, redis.ErrPoolTimeout), and not wrapped with SkipRetry.
+// A handler returning the task deadline's context.DeadlineExceeded is retried
+// too, but that is decided by the server, which knows whether the task's own
+// deadline passed.
+func IsRetryable(err error) bool {
+	r, _ := classify(err)
+	return r
+}
+
+// classify returns whether err is retryable and its class.
+func classify(err error) (bool, string) {
+	var re *retryableError
+	switch {
+	case err == nil:
+		return false, ""
+	case errors.Is(err, SkipRetry):
+		return false, ClassSkipRetry
+	case errors.Is(err, ErrUnknownType):
+		return false, ClassUnknownType
+	case errors.Is(err, ErrPanic):
+		return false, ClassPanic
+	case errors.As(err, &re):
+		return true, ClassRetryable
+	case isConnErr(err):
+		return true, ClassConnection
+	}
+	return false, ClassPermanent
+}
+
+func isConnErr(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// A net.Error wrapping a context error is the caller's context, not the network.
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, redis.ErrPoolTimeout)
+}
