@@ -1,5 +1,5 @@
 /*
-Copyright 2026.
+Copyright 2026 The dtq Authors.
 
 Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
@@ -17,74 +17,277 @@ limitations under the License.
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// EDIT THIS FILE!  THIS IS SCAFFOLDING FOR YOU TO OWN!
-// NOTE: json tags are required.  Any new fields you add must have json tags for the fields to be serialized.
-
-// QueueSpec defines the desired state of Queue
+// QueueSpec is the desired state of a Queue: its workers, their scaling and the
+// limits the engine enforces on its tasks.
+// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatInterval) || !has(self.visibilityTimeout) || duration(self.heartbeatInterval) < duration(self.visibilityTimeout)",message="heartbeatInterval must be less than visibilityTimeout",fieldPath=".heartbeatInterval"
 type QueueSpec struct {
-	// INSERT ADDITIONAL SPEC FIELDS - desired state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-	// The following markers will use OpenAPI v3 schema to validate the value
-	// More info: https://book.kubebuilder.io/reference/markers/crd-validation.html
-
-	// foo is an example field of Queue. Edit queue_types.go to remove/update
+	// workerTemplate is the pod template of the worker Deployment. Containers
+	// may be left empty to run the reference worker image; the operator injects
+	// the worker SDK's DTQ_* environment into the first container.
+	// The schema is not inlined (it would make the CRD 600 KB); the API server
+	// validates the template when the operator creates the Deployment, and a
+	// rejection is reported in the Queue's Ready condition.
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
-	Foo *string `json:"foo,omitempty"`
+	WorkerTemplate corev1.PodTemplateSpec `json:"workerTemplate,omitzero"`
+
+	// concurrency is the number of tasks one worker runs at once.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=4
+	// +optional
+	Concurrency int32 `json:"concurrency,omitempty"`
+
+	// scaling sizes the worker Deployment from the backlog.
+	// +kubebuilder:default={}
+	// +optional
+	Scaling QueueScaling `json:"scaling,omitzero"`
+
+	// visibilityTimeout is how long a delivered task may go without a heartbeat
+	// before another worker reclaims it.
+	// +kubebuilder:default="30s"
+	// +optional
+	VisibilityTimeout metav1.Duration `json:"visibilityTimeout,omitzero"`
+
+	// heartbeatInterval is how often workers refresh their in-flight tasks; it
+	// must be less than visibilityTimeout.
+	// +kubebuilder:default="5s"
+	// +optional
+	HeartbeatInterval metav1.Duration `json:"heartbeatInterval,omitzero"`
+
+	// taskTimeout is the handler deadline of tasks that set none (at most 1h).
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="taskTimeout must be in (0s, 1h]"
+	// +optional
+	TaskTimeout metav1.Duration `json:"taskTimeout,omitzero"`
+
+	// retry is the retry policy of retryable failures.
+	// +kubebuilder:default={}
+	// +optional
+	Retry RetryPolicy `json:"retry,omitzero"`
+
+	// maxDepth is the admission gate: submissions are refused (HTTP 429
+	// QUEUE_FULL) while queued plus in-flight tasks reach it.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000000
+	// +kubebuilder:default=10000
+	// +optional
+	MaxDepth int64 `json:"maxDepth,omitempty"`
+
+	// maxPayloadBytes limits a task's payload, measured as compact JSON.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	// +kubebuilder:default=262144
+	// +optional
+	MaxPayloadBytes int64 `json:"maxPayloadBytes,omitempty"`
+
+	// idempotencyTTL is how long an idempotency record lives: the window in
+	// which the same key maps to the same logical task.
+	// +kubebuilder:default="24h"
+	// +optional
+	IdempotencyTTL metav1.Duration `json:"idempotencyTTL,omitzero"`
+
+	// taskRetention is how long task records stay readable in Redis.
+	// +kubebuilder:default="168h"
+	// +optional
+	TaskRetention metav1.Duration `json:"taskRetention,omitzero"`
+
+	// resultRetention is how long handler results stay readable.
+	// +kubebuilder:default="1h"
+	// +optional
+	ResultRetention metav1.Duration `json:"resultRetention,omitzero"`
+
+	// deadLetter configures where exhausted tasks go.
+	// +kubebuilder:default={}
+	// +optional
+	DeadLetter DeadLetterPolicy `json:"deadLetter,omitzero"`
+
+	// ttlSecondsAfterFinished is the default lifetime of finished Task objects of
+	// this queue; a Task's own value wins. Unset keeps finished Tasks.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// paused stops workers from starting new tasks; submissions are still accepted.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
-// QueueStatus defines the observed state of Queue.
+// QueueScaling sizes the worker Deployment:
+// desired = clamp(ceil((queued + inFlight) / targetBacklogPerWorker), minReplicas, maxReplicas).
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
+type QueueScaling struct {
+	// minReplicas is the floor; 0 scales to zero when the queue is idle.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=1
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+
+	// maxReplicas is the ceiling.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=10
+	// +optional
+	MaxReplicas int32 `json:"maxReplicas,omitempty"`
+
+	// targetBacklogPerWorker is the backlog one worker is expected to absorb.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +kubebuilder:default=100
+	// +optional
+	TargetBacklogPerWorker int32 `json:"targetBacklogPerWorker,omitempty"`
+
+	// scaleDownStabilization is how long the desired count must stay lower
+	// before workers are removed. Scale-up is immediate.
+	// +kubebuilder:default="60s"
+	// +optional
+	ScaleDownStabilization metav1.Duration `json:"scaleDownStabilization,omitzero"`
+}
+
+// RetryPolicy is the exponential backoff of retryable failures:
+// delay = min(maxDelay, baseDelay * 2^(attempt-1)) * (1 ± jitterPercent/100).
+// +kubebuilder:validation:XValidation:rule="!has(self.baseDelay) || !has(self.maxDelay) || duration(self.baseDelay) <= duration(self.maxDelay)",message="baseDelay must not exceed maxDelay"
+type RetryPolicy struct {
+	// maxAttempts is the default number of executions of a task, crash
+	// redeliveries included.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +kubebuilder:default=5
+	// +optional
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+
+	// baseDelay is the delay after the first failed attempt.
+	// +kubebuilder:default="1s"
+	// +optional
+	BaseDelay metav1.Duration `json:"baseDelay,omitzero"`
+
+	// maxDelay caps the delay.
+	// +kubebuilder:default="60s"
+	// +optional
+	MaxDelay metav1.Duration `json:"maxDelay,omitzero"`
+
+	// jitterPercent spreads each delay by up to this percentage either way.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=20
+	// +optional
+	JitterPercent *int32 `json:"jitterPercent,omitempty"`
+}
+
+// DeadLetterPolicy configures the dead-letter stream.
+type DeadLetterPolicy struct {
+	// enabled sends exhausted tasks to DeadLettered (requeueable); false ends
+	// them Failed.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// maxLength is the approximate cap of the dead-letter stream.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000000
+	// +kubebuilder:default=10000
+	// +optional
+	MaxLength int64 `json:"maxLength,omitempty"`
+}
+
+// Queue condition types.
+const (
+	// QueueReady is True when the queue exists in Redis and its workers are reconciled.
+	QueueReady = "Ready"
+	// QueuePaused mirrors spec.paused once the engine has applied it.
+	QueuePaused = "Paused"
+	// QueueWorkersAvailable is True when at least the desired number of workers is ready.
+	QueueWorkersAvailable = "WorkersAvailable"
+)
+
+// QueueStatus is the observed state of a Queue.
 type QueueStatus struct {
-	// INSERT ADDITIONAL STATUS FIELD - define observed state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-
-	// For Kubernetes API conventions, see:
-	// https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md#typical-status-properties
-
-	// conditions represent the current state of the Queue resource.
-	// Each condition has a unique type and reflects the status of a specific aspect of the resource.
-	//
-	// Standard condition types include:
-	// - "Available": the resource is fully functional
-	// - "Progressing": the resource is being created or updated
-	// - "Degraded": the resource failed to reach or maintain its desired state
-	//
-	// The status of each condition is one of True, False, or Unknown.
+	// conditions describe the queue: Ready, Paused, WorkersAvailable.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// queued is the number of tasks waiting in the streams.
+	// +optional
+	Queued int64 `json:"queued"`
+
+	// inFlight is the number of tasks delivered to workers and not yet finished.
+	// +optional
+	InFlight int64 `json:"inFlight"`
+
+	// scheduled is the number of delayed and retrying tasks waiting for their time.
+	// +optional
+	Scheduled int64 `json:"scheduled"`
+
+	// deadLettered is the length of the dead-letter stream.
+	// +optional
+	DeadLettered int64 `json:"deadLettered"`
+
+	// desiredWorkers is the replica count the autoscaler chose.
+	// +optional
+	DesiredWorkers int32 `json:"desiredWorkers"`
+
+	// readyWorkers is the number of ready worker pods.
+	// +optional
+	ReadyWorkers int32 `json:"readyWorkers"`
+
+	// workers is readyWorkers/desiredWorkers, for kubectl.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Workers string `json:"workers,omitempty"`
+
+	// lastScaleTime is when the worker count last changed.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
 }
 
+// Queue is a task queue in Redis with an autoscaled worker Deployment.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-
-// Queue is the Schema for the queues API
+// +kubebuilder:resource:shortName=dq,categories=dtq
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label (at most 63 lowercase letters, digits and '-'): workers and Redis keys are named after the queue"
+// +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queued`
+// +kubebuilder:printcolumn:name="In Flight",type=integer,JSONPath=`.status.inFlight`
+// +kubebuilder:printcolumn:name="Scheduled",type=integer,JSONPath=`.status.scheduled`,priority=1
+// +kubebuilder:printcolumn:name="Dead",type=integer,JSONPath=`.status.deadLettered`,priority=1
+// +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workers`,description="ready/desired"
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Queue struct {
 	metav1.TypeMeta `json:",inline"`
-
-	// metadata is a standard object metadata
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitzero"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// spec defines the desired state of Queue
-	// +required
-	Spec QueueSpec `json:"spec"`
-
-	// status defines the observed state of Queue
+	// spec is the desired state of the queue.
+	// +kubebuilder:default={}
 	// +optional
-	Status QueueStatus `json:"status,omitzero"`
+	Spec QueueSpec `json:"spec,omitempty"`
+
+	// status is the observed state of the queue.
+	// +optional
+	Status QueueStatus `json:"status,omitempty"`
 }
 
 // +kubebuilder:object:root=true
 
-// QueueList contains a list of Queue
+// QueueList contains a list of Queue.
 type QueueList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitzero"`
+	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Queue `json:"items"`
 }
 

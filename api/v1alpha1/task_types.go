@@ -1,5 +1,5 @@
 /*
-Copyright 2026.
+Copyright 2026 The dtq Authors.
 
 Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
@@ -21,70 +21,266 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// EDIT THIS FILE!  THIS IS SCAFFOLDING FOR YOU TO OWN!
-// NOTE: json tags are required.  Any new fields you add must have json tags for the fields to be serialized.
-
-// TaskSpec defines the desired state of Task
+// TaskSpec is one unit of work. Everything but cancel is immutable: a Task is a
+// request, and changing a request after submission would make its idempotency
+// meaningless.
+// +kubebuilder:validation:XValidation:rule="!(has(self.delay) && has(self.notBefore))",message="set at most one of delay and notBefore"
+// +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey)",message="idempotencyKey is immutable",fieldPath=".idempotencyKey"
+// +kubebuilder:validation:XValidation:rule="has(self.payload) == has(oldSelf.payload)",message="payload is immutable",fieldPath=".payload"
+// +kubebuilder:validation:XValidation:rule="has(self.maxAttempts) == has(oldSelf.maxAttempts) && has(self.timeout) == has(oldSelf.timeout) && has(self.delay) == has(oldSelf.delay) && has(self.notBefore) == has(oldSelf.notBefore) && has(self.ttl) == has(oldSelf.ttl) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished)",message="spec fields other than cancel are immutable"
 type TaskSpec struct {
-	// INSERT ADDITIONAL SPEC FIELDS - desired state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-	// The following markers will use OpenAPI v3 schema to validate the value
-	// More info: https://book.kubebuilder.io/reference/markers/crd-validation.html
+	// queue is the name of a Queue in the Task's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="queue is immutable"
+	Queue string `json:"queue"`
 
-	// foo is an example field of Task. Edit task_types.go to remove/update
+	// type is the handler name a worker dispatches on.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="type is immutable"
+	Type string `json:"type"`
+
+	// payload is the handler's input: a JSON object of any shape, limited by the
+	// Queue's maxPayloadBytes.
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="payload is immutable"
 	// +optional
-	Foo *string `json:"foo,omitempty"`
+	Payload *runtime.RawExtension `json:"payload,omitempty"`
+
+	// idempotencyKey maps every submission carrying it, on this queue, to one
+	// logical task while its record lives (the Queue's idempotencyTTL). A Task
+	// re-applied by GitOps, or a second Task with the same key, replays the first
+	// one's outcome instead of running again.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="idempotencyKey is immutable"
+	// +optional
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+
+	// priority orders work within the queue: 9 is drained first, 0 last.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="priority is immutable"
+	// +optional
+	Priority *int32 `json:"priority,omitempty"`
+
+	// maxAttempts bounds executions, crash redeliveries included; the Queue's
+	// retry.maxAttempts applies when unset.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="maxAttempts is immutable"
+	// +optional
+	MaxAttempts *int32 `json:"maxAttempts,omitempty"`
+
+	// timeout is the handler deadline (at most 1h); the Queue's taskTimeout
+	// applies when unset.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="timeout must be in (0s, 1h]"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="timeout is immutable"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// delay postpones the first run by this long after submission (at most 30 days).
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('720h')",message="delay must be in [0s, 720h]"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="delay is immutable"
+	// +optional
+	Delay *metav1.Duration `json:"delay,omitempty"`
+
+	// notBefore postpones the first run until this time.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="notBefore is immutable"
+	// +optional
+	NotBefore *metav1.Time `json:"notBefore,omitempty"`
+
+	// ttl expires the task if it has not started this long after submission,
+	// including a task waiting to be retried.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be positive"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="ttl is immutable"
+	// +optional
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the Task object this long after it
+	// finished; the Queue's value applies when unset. Deleting a finished Task
+	// never re-runs it: re-creating it within the idempotency TTL replays it.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="ttlSecondsAfterFinished is immutable"
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// cancel, set to true, cancels the task: at once when it waits, through its
+	// context when it runs. It is the only mutable field.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
 }
 
-// TaskStatus defines the observed state of Task.
+// TaskState is a task's lifecycle state.
+// +kubebuilder:validation:Enum=Pending;Queued;Running;Retrying;Succeeded;Failed;DeadLettered;Cancelled;Expired
+type TaskState string
+
+const (
+	TaskPending      TaskState = "Pending"
+	TaskQueued       TaskState = "Queued"
+	TaskRunning      TaskState = "Running"
+	TaskRetrying     TaskState = "Retrying"
+	TaskSucceeded    TaskState = "Succeeded"
+	TaskFailed       TaskState = "Failed"
+	TaskDeadLettered TaskState = "DeadLettered"
+	TaskCancelled    TaskState = "Cancelled"
+	TaskExpired      TaskState = "Expired"
+)
+
+// Finished reports whether the state is terminal.
+func (s TaskState) Finished() bool {
+	switch s {
+	case TaskSucceeded, TaskFailed, TaskDeadLettered, TaskCancelled, TaskExpired:
+		return true
+	}
+	return false
+}
+
+// IdempotencyState is the seed's record vocabulary.
+// +kubebuilder:validation:Enum=processing;completed;failed
+type IdempotencyState string
+
+const (
+	IdempotencyProcessing IdempotencyState = "processing"
+	IdempotencyCompleted  IdempotencyState = "completed"
+	IdempotencyFailed     IdempotencyState = "failed"
+)
+
+// TaskIdempotency reflects the Task's idempotency record.
+type TaskIdempotency struct {
+	// key is spec.idempotencyKey.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Key string `json:"key,omitempty"`
+
+	// state is the record's state: processing, completed or failed.
+	// +optional
+	State IdempotencyState `json:"state,omitempty"`
+
+	// taskID is the logical task the key maps to; for a duplicate it is the
+	// original's ID, not this Task's.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TaskID string `json:"taskID,omitempty"`
+
+	// duplicate is true when another submission owns the key and this Task
+	// mirrors it instead of running.
+	// +optional
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// Task condition types and reasons.
+const (
+	// TaskSubmitted is True once the task is in Redis (or mirrors the task that
+	// owns its idempotency key).
+	TaskSubmitted = "Submitted"
+	// TaskComplete is True when the task reached a terminal state.
+	TaskComplete = "Complete"
+
+	ReasonSubmitted             = "Submitted"
+	ReasonQueueNotFound         = "QueueNotFound"
+	ReasonInvalidTask           = "InvalidTask"
+	ReasonPayloadTooLarge       = "PayloadTooLarge"
+	ReasonQueueFull             = "QueueFull"
+	ReasonIdempotencyInProgress = "IdempotencyInProgress"
+	ReasonDuplicate             = "Duplicate"
+)
+
+// TaskStatus is the observed state of a Task.
 type TaskStatus struct {
-	// INSERT ADDITIONAL STATUS FIELD - define observed state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-
-	// For Kubernetes API conventions, see:
-	// https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md#typical-status-properties
-
-	// conditions represent the current state of the Task resource.
-	// Each condition has a unique type and reflects the status of a specific aspect of the resource.
-	//
-	// Standard condition types include:
-	// - "Available": the resource is fully functional
-	// - "Progressing": the resource is being created or updated
-	// - "Degraded": the resource failed to reach or maintain its desired state
-	//
-	// The status of each condition is one of True, False, or Unknown.
+	// conditions describe submission and completion.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// state is where the task is in its lifecycle.
+	// +optional
+	State TaskState `json:"state,omitempty"`
+
+	// taskID is the task's ID in Redis, derived from the object's UID.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TaskID string `json:"taskID,omitempty"`
+
+	// attempt is the current or last attempt, starting at 1.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+
+	// startedAt is when the latest attempt started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
+	// finishedAt is when the task reached a terminal state.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// workerID is the worker that ran the latest attempt.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	WorkerID string `json:"workerID,omitempty"`
+
+	// result is the handler's JSON result, truncated to 4 KiB.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Result string `json:"result,omitempty"`
+
+	// resultTruncated is true when result was cut.
+	// +optional
+	ResultTruncated bool `json:"resultTruncated,omitempty"`
+
+	// lastError is the latest failure's message.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+
+	// idempotency reflects the idempotency record when spec.idempotencyKey is set.
+	// +optional
+	Idempotency *TaskIdempotency `json:"idempotency,omitempty"`
 }
 
+// Task is a unit of work submitted to a Queue.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-
-// Task is the Schema for the tasks API
+// +kubebuilder:resource:shortName=dt,categories=dtq
+// +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.queue`
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Idempotency",type=string,JSONPath=`.status.idempotency.state`
+// +kubebuilder:printcolumn:name="Duplicate",type=boolean,JSONPath=`.status.idempotency.duplicate`,priority=1
+// +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempt`
+// +kubebuilder:printcolumn:name="Worker",type=string,JSONPath=`.status.workerID`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Task struct {
 	metav1.TypeMeta `json:",inline"`
-
-	// metadata is a standard object metadata
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitzero"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// spec defines the desired state of Task
+	// spec is the work to do.
 	// +required
 	Spec TaskSpec `json:"spec"`
 
-	// status defines the observed state of Task
+	// status is the observed state of the task.
 	// +optional
-	Status TaskStatus `json:"status,omitzero"`
+	Status TaskStatus `json:"status,omitempty"`
 }
 
 // +kubebuilder:object:root=true
 
-// TaskList contains a list of Task
+// TaskList contains a list of Task.
 type TaskList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitzero"`
+	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Task `json:"items"`
 }
 

@@ -3,13 +3,13 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"k8s.io/utils/clock"
 )
-
-var errNotImplemented = errors.New("broker: not implemented yet")
 
 // Broker runs the engine's operations against one Redis (single node or cluster).
 type Broker struct {
@@ -32,141 +32,149 @@ func New(rdb redis.UniversalClient, opts ...Option) *Broker {
 	return b
 }
 
+// now returns the clock's time as Unix milliseconds (for scripts) and as the
+// RFC 3339 text of idempotency records.
+func (b *Broker) now() (int64, string) {
+	t := b.clock.Now().UTC().Truncate(time.Millisecond)
+	return t.UnixMilli(), t.Format(time.RFC3339Nano)
+}
+
+// Config hash fields, written by EnsureQueue and read by the scripts.
+const (
+	cfgMaxDepth    = "max_depth"
+	cfgMaxPayload  = "max_payload"
+	cfgMaxAttempts = "max_attempts"
+	cfgTimeout     = "timeout_ms"
+	cfgRetryBase   = "retry_base_ms"
+	cfgRetryMax    = "retry_max_ms"
+	cfgRetryJitter = "retry_jitter"
+	cfgIdemTTL     = "idem_ttl_ms"
+	cfgTaskTTL     = "task_ttl_ms"
+	cfgResultTTL   = "result_ttl_ms"
+	cfgResultMax   = "result_max"
+	cfgDLQ         = "dlq"
+	cfgDLQMaxLen   = "dlq_maxlen"
+	cfgVisibility  = "visibility_ms"
+)
+
+func validQueue(q QueueRef) error {
+	for _, s := range []string{q.Namespace, q.Name} {
+		if s == "" || len(s) > 253 {
+			return &Error{Code: CodeInvalidTask, Message: fmt.Sprintf("invalid queue %q", q.String())}
+		}
+		for _, c := range []byte(s) {
+			if c == '{' || c == '}' || c == '/' || c <= ' ' {
+				return &Error{Code: CodeInvalidTask, Message: fmt.Sprintf("invalid queue %q", q.String())}
+			}
+		}
+	}
+	return nil
+}
+
+func validConfig(c QueueConfig) error {
+	switch {
+	case c.MaxDepth < 1, c.MaxPayloadBytes < 2, c.DefaultMaxAttempts < 1, c.DefaultMaxAttempts > MaxAttemptsCap,
+		c.DefaultTimeout < time.Millisecond, c.Retry.BaseDelay < 0, c.Retry.MaxDelay < c.Retry.BaseDelay,
+		c.Retry.Jitter < 0, c.Retry.Jitter > 1, c.IdempotencyTTL < time.Millisecond, c.TaskRetention < time.Millisecond,
+		c.ResultRetention < time.Millisecond, c.ResultMaxBytes < 1, c.DeadLetterMaxLen < 1, c.VisibilityTimeout < time.Millisecond:
+		return fmt.Errorf("broker: invalid queue config %+v", c)
+	}
+	return nil
+}
+
 // EnsureQueue writes the queue's config and creates the consumer group "workers"
 // on its ten streams (MKSTREAM). Idempotent; call it again to change the config.
 func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) error {
-	return errNotImplemented
+	if err := validQueue(q); err != nil {
+		return err
+	}
+	if err := validConfig(cfg); err != nil {
+		return err
+	}
+	k := keysFor(q)
+	dlq := "0"
+	if cfg.DeadLetter {
+		dlq = "1"
+	}
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	if err := b.rdb.HSet(ctx, k.config(),
+		cfgMaxDepth, cfg.MaxDepth, cfgMaxPayload, cfg.MaxPayloadBytes, cfgMaxAttempts, cfg.DefaultMaxAttempts,
+		cfgTimeout, ms(cfg.DefaultTimeout), cfgRetryBase, ms(cfg.Retry.BaseDelay), cfgRetryMax, ms(cfg.Retry.MaxDelay),
+		cfgRetryJitter, strconv.FormatFloat(cfg.Retry.Jitter, 'f', -1, 64), cfgIdemTTL, ms(cfg.IdempotencyTTL),
+		cfgTaskTTL, ms(cfg.TaskRetention), cfgResultTTL, ms(cfg.ResultRetention), cfgResultMax, cfg.ResultMaxBytes,
+		cfgDLQ, dlq, cfgDLQMaxLen, cfg.DeadLetterMaxLen, cfgVisibility, ms(cfg.VisibilityTimeout),
+	).Err(); err != nil {
+		return fmt.Errorf("broker: write config of %s: %w", q, err)
+	}
+	for _, s := range k.streams() {
+		err := b.rdb.XGroupCreateMkStream(ctx, s, group, "0").Err()
+		if err != nil && !isBusyGroup(err) {
+			return fmt.Errorf("broker: create group on %s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func isBusyGroup(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && len(re.Error()) >= 9 && re.Error()[:9] == "BUSYGROUP"
 }
 
 // QueueConfig reads the config EnsureQueue wrote; ErrQueueNotFound when absent.
 func (b *Broker) QueueConfig(ctx context.Context, q QueueRef) (QueueConfig, error) {
-	return QueueConfig{}, errNotImplemented
+	m, err := b.rdb.HGetAll(ctx, keysFor(q).config()).Result()
+	if err != nil {
+		return QueueConfig{}, fmt.Errorf("broker: read config of %s: %w", q, err)
+	}
+	if len(m) == 0 {
+		return QueueConfig{}, &Error{Code: CodeQueueNotFound, Message: "queue " + q.String() + " not found"}
+	}
+	i := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
+	d := func(f string) time.Duration { return time.Duration(i(f)) * time.Millisecond }
+	jitter, _ := strconv.ParseFloat(m[cfgRetryJitter], 64)
+	return QueueConfig{
+		MaxDepth:           i(cfgMaxDepth),
+		MaxPayloadBytes:    i(cfgMaxPayload),
+		DefaultMaxAttempts: int(i(cfgMaxAttempts)),
+		DefaultTimeout:     d(cfgTimeout),
+		Retry:              RetryPolicy{BaseDelay: d(cfgRetryBase), MaxDelay: d(cfgRetryMax), Jitter: jitter},
+		IdempotencyTTL:     d(cfgIdemTTL),
+		TaskRetention:      d(cfgTaskTTL),
+		ResultRetention:    d(cfgResultTTL),
+		ResultMaxBytes:     i(cfgResultMax),
+		DeadLetter:         m[cfgDLQ] == "1",
+		DeadLetterMaxLen:   i(cfgDLQMaxLen),
+		VisibilityTimeout:  d(cfgVisibility),
+	}, nil
 }
 
-// Submit ingests a task with the five idempotency cases of DESIGN section 4 in one
-// script: replay (Duplicate), in progress (ErrIdempotencyInProgress with TaskID),
-// stale record (new work), full (ErrQueueFull, nothing written), new task. Submit
-// with an ID that already exists returns that task with Duplicate set, so a
-// caller deriving IDs (the controller uses the CR's UID) never ingests twice.
-func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (SubmitResult, error) {
-	return SubmitResult{}, errNotImplemented
+// replyStrings converts a script's array reply of strings (false/nil for Lua
+// false) into a slice of strings.
+func replyStrings(v any) []string {
+	arr, _ := v.([]any)
+	out := make([]string, len(arr))
+	for i, x := range arr {
+		out[i] = str(x)
+	}
+	return out
 }
 
-// GetTask returns the task record and its result; ErrTaskNotFound when absent.
-func (b *Broker) GetTask(ctx context.Context, q QueueRef, id string) (TaskInfo, error) {
-	return TaskInfo{}, errNotImplemented
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return ""
 }
 
-// Idempotency returns the record for key; ErrTaskNotFound when there is none.
-func (b *Broker) Idempotency(ctx context.Context, q QueueRef, key string) (IdempotencyRecord, error) {
-	return IdempotencyRecord{}, errNotImplemented
-}
-
-// Cancel ends a Pending, Queued or Retrying task at once (returns StateCancelled)
-// and flags a Running one (returns StateRunning; the worker cancels its context).
-// ErrTaskTerminal for a finished task, ErrTaskNotFound for an unknown one.
-func (b *Broker) Cancel(ctx context.Context, q QueueRef, id string) (State, error) {
-	return "", errNotImplemented
-}
-
-// Pause stops workers from reading the queue; Resume undoes it.
-func (b *Broker) Pause(ctx context.Context, q QueueRef) error  { return errNotImplemented }
-func (b *Broker) Resume(ctx context.Context, q QueueRef) error { return errNotImplemented }
-
-// Paused reports whether the queue is paused.
-func (b *Broker) Paused(ctx context.Context, q QueueRef) (bool, error) {
-	return false, errNotImplemented
-}
-
-// Stats returns the queue's backlog.
-func (b *Broker) Stats(ctx context.Context, q QueueRef) (QueueStats, error) {
-	return QueueStats{}, errNotImplemented
-}
-
-// ReadEvents returns up to count events after the stream ID after ("0" for the
-// oldest kept), blocking up to block when there are none (0: do not block).
-func (b *Broker) ReadEvents(ctx context.Context, q QueueRef, after string, count int, block time.Duration) ([]Event, error) {
-	return nil, errNotImplemented
-}
-
-// Read delivers up to count new entries to consumer across the ten bands, p9
-// first, blocking up to block when all are empty. Paused queues return nothing.
-func (b *Broker) Read(ctx context.Context, q QueueRef, consumer string, count int, block time.Duration) ([]Delivery, error) {
-	return nil, errNotImplemented
-}
-
-// Reclaim takes over up to count entries idle longer than minIdle (the visibility
-// timeout) with XAUTOCLAIM, p9 first; the deliveries have Reclaimed set.
-func (b *Broker) Reclaim(ctx context.Context, q QueueRef, consumer string, minIdle time.Duration, count int) ([]Delivery, error) {
-	return nil, errNotImplemented
-}
-
-// Start decides, in one script, whether d runs: absorbed duplicate, cancelled,
-// expired, terminal, or (a reclaimed entry, attempt+1) past maxAttempts and so
-// dead-lettered, all ACK the entry and return Run false; otherwise the task moves
-// to Running with workerID and the TaskStarted event, and Run is true.
-func (b *Broker) Start(ctx context.Context, q QueueRef, workerID string, d Delivery) (StartResult, error) {
-	return StartResult{}, errNotImplemented
-}
-
-// Complete records an execution's outcome in the seed's write order (task hash,
-// event, result, idempotency record with SET XX KEEPTTL) and ends with XACK+XDEL,
-// all in one script. It returns the state the task moved to (Succeeded, Retrying,
-// Failed, DeadLettered or Cancelled).
-func (b *Broker) Complete(ctx context.Context, q QueueRef, d Delivery, out Outcome) (State, error) {
-	return "", errNotImplemented
-}
-
-// Touch resets the idle time of in-flight entries (XCLAIM JUSTID, idle 0) so a
-// live worker's long tasks are not reclaimed.
-func (b *Broker) Touch(ctx context.Context, q QueueRef, consumer string, ds []Delivery) error {
-	return errNotImplemented
-}
-
-// CancelRequested returns the subset of ids whose cancel was requested.
-func (b *Broker) CancelRequested(ctx context.Context, q QueueRef, ids []string) ([]string, error) {
-	return nil, errNotImplemented
-}
-
-// PromoteDue moves up to limit due schedule members to their streams in one
-// script: Pending keeps its attempt, Retrying gets attempt+1, expired ones end
-// Expired, cancelled or missing ones are dropped. Safe to call concurrently.
-// It returns how many were moved and the due time of the next member (zero if none).
-func (b *Broker) PromoteDue(ctx context.Context, q QueueRef, limit int) (moved int, next time.Time, err error) {
-	return 0, time.Time{}, errNotImplemented
-}
-
-// DeadLetters lists up to limit dead-letter entries, newest first.
-func (b *Broker) DeadLetters(ctx context.Context, q QueueRef, limit int) ([]DeadLetter, error) {
-	return nil, errNotImplemented
-}
-
-// Requeue puts a DeadLettered task back on its stream with attempt 1 and resets
-// its idempotency record to processing (full TTL).
-func (b *Broker) Requeue(ctx context.Context, q QueueRef, id string) (TaskInfo, error) {
-	return TaskInfo{}, errNotImplemented
-}
-
-// Discard removes a task's dead-letter entry; the task stays DeadLettered.
-func (b *Broker) Discard(ctx context.Context, q QueueRef, id string) error { return errNotImplemented }
-
-// PurgeDeadLetters empties the dead-letter stream exactly and returns how many went.
-func (b *Broker) PurgeDeadLetters(ctx context.Context, q QueueRef) (int64, error) {
-	return 0, errNotImplemented
-}
-
-// Heartbeat writes the worker's record with a TTL of three intervals.
-func (b *Broker) Heartbeat(ctx context.Context, q QueueRef, w WorkerInfo, interval time.Duration) error {
-	return errNotImplemented
-}
-
-// Workers lists the queue's live worker records.
-func (b *Broker) Workers(ctx context.Context, q QueueRef) ([]WorkerInfo, error) {
-	return nil, errNotImplemented
-}
-
-// RemoveConsumer deletes a consumer from the group only when it has no pending
-// entries (XGROUP DELCONSUMER would discard them); ErrConsumerBusy otherwise.
-func (b *Broker) RemoveConsumer(ctx context.Context, q QueueRef, consumer string) error {
-	return errNotImplemented
+// hashMap turns an HGETALL reply returned by a script into a map.
+func hashMap(v any) map[string]string {
+	arr, _ := v.([]any)
+	m := make(map[string]string, len(arr)/2)
+	for i := 0; i+1 < len(arr); i += 2 {
+		m[str(arr[i])] = str(arr[i+1])
+	}
+	return m
 }

@@ -1,0 +1,80 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// DeadLetters lists up to limit dead-letter entries, newest first.
+func (b *Broker) DeadLetters(ctx context.Context, q QueueRef, limit int) ([]DeadLetter, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	msgs, err := b.rdb.XRevRangeN(ctx, keysFor(q).deadLetter(), "+", "-", int64(limit)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("broker: list dead letters of %s: %w", q, err)
+	}
+	out := make([]DeadLetter, 0, len(msgs))
+	for _, m := range msgs {
+		s := func(f string) string { v, _ := m.Values[f].(string); return v }
+		at, _ := strconv.ParseInt(s("failed_at"), 10, 64)
+		attempts, _ := strconv.Atoi(s("attempts"))
+		out = append(out, DeadLetter{EntryID: m.ID, TaskID: s("task"), Type: s("type"),
+			FailedAt: time.UnixMilli(at).UTC(), Attempts: attempts, LastError: s("error")})
+	}
+	return out, nil
+}
+
+// Requeue puts a DeadLettered task back on its stream with attempt 1 and resets
+// its idempotency record to processing (full TTL), so a resubmission gets
+// IDEMPOTENCY_IN_PROGRESS again. ErrTaskConflict when the task is not
+// dead-lettered. The record is left alone if the key names another task.
+func (b *Broker) Requeue(ctx context.Context, q QueueRef, id string) (TaskInfo, error) {
+	if !validID(id) {
+		return TaskInfo{}, notFound(id)
+	}
+	k := keysFor(q)
+	now, nowtxt := b.now()
+	v, err := requeueScript.Run(ctx, b.rdb, []string{k.task(id), k.deadLetter(), k.config()}, k.prefix, id, now, nowtxt).Slice()
+	if err != nil {
+		return TaskInfo{}, fmt.Errorf("broker: requeue %s: %w", id, err)
+	}
+	switch str(v[0]) {
+	case "notfound":
+		return TaskInfo{}, notFound(id)
+	case "conflict":
+		return TaskInfo{}, &Error{Code: CodeTaskConflict, Message: fmt.Sprintf("task %s is %s, not DeadLettered", id, str(v[1]))}
+	}
+	return taskFromHash(q, hashMap(v[1])), nil
+}
+
+// Discard removes a task's dead-letter entry; the task stays DeadLettered.
+func (b *Broker) Discard(ctx context.Context, q QueueRef, id string) error {
+	if !validID(id) {
+		return notFound(id)
+	}
+	k := keysFor(q)
+	r, err := discardScript.Run(ctx, b.rdb, []string{k.task(id), k.deadLetter()}, k.prefix).Text()
+	if err != nil {
+		return fmt.Errorf("broker: discard %s: %w", id, err)
+	}
+	switch r {
+	case "notfound":
+		return notFound(id)
+	case "noentry":
+		return &Error{Code: CodeDLQEntryNotFound, Message: fmt.Sprintf("task %s has no dead-letter entry", id)}
+	}
+	return nil
+}
+
+// PurgeDeadLetters empties the dead-letter stream exactly and returns how many went.
+func (b *Broker) PurgeDeadLetters(ctx context.Context, q QueueRef) (int64, error) {
+	k := keysFor(q)
+	n, err := purgeScript.Run(ctx, b.rdb, []string{k.deadLetter()}, k.prefix).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("broker: purge dead letters of %s: %w", q, err)
+	}
+	return n, nil
+}

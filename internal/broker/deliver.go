@@ -1,0 +1,238 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Read delivers up to count new entries to consumer across the ten bands, p9
+// first, blocking up to block when all are empty. Paused queues return nothing
+// (after waiting block, so idle readers do not spin).
+//
+// XREADGROUP's COUNT applies per stream (original defect 8), so reading all
+// bands in one call could hand out up to 10x count entries. Instead one script
+// reads the bands in order, each with COUNT set to what is still missing, so
+// the total never exceeds count and nothing read is left undelivered. When
+// nothing is ready, Read blocks on a plain XREAD of the ten streams after
+// their newest entries (which consumes nothing) and reads again on wake-up.
+func (b *Broker) Read(ctx context.Context, q QueueRef, consumer string, count int, block time.Duration) ([]Delivery, error) {
+	if count <= 0 {
+		return nil, nil
+	}
+	k := keysFor(q)
+	streams := k.streams()
+	keys := append(append([]string{}, streams...), k.paused())
+	deadline := time.Now().Add(block)
+	for {
+		v, err := readScript.Run(ctx, b.rdb, keys, k.prefix, consumer, count).Slice()
+		if err != nil {
+			return nil, fmt.Errorf("broker: read %s: %w", q, err)
+		}
+		switch str(v[0]) {
+		case "ok":
+			entries, _ := v[1].([]any)
+			out := make([]Delivery, 0, len(entries))
+			for _, e := range entries {
+				f, _ := e.([]any)
+				band, _ := f[0].(int64)
+				attempt, _ := strconv.Atoi(str(f[3]))
+				out = append(out, Delivery{MessageID: str(f[1]), Band: int(band), TaskID: str(f[2]), Attempt: attempt})
+			}
+			return out, nil
+		case "paused":
+			return nil, sleepCtx(ctx, block)
+		}
+		wait := time.Until(deadline)
+		if block <= 0 || wait < time.Millisecond {
+			return nil, nil
+		}
+		last := replyStrings(v[1])
+		err = b.rdb.XRead(ctx, &redis.XReadArgs{Streams: append(append([]string{}, streams...), last...), Count: 1, Block: wait}).Err()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("broker: wait for %s: %w", q, err)
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Reclaim takes over up to count entries idle longer than minIdle (the visibility
+// timeout) with XAUTOCLAIM, p9 first; the deliveries have Reclaimed set.
+// Entries deleted meanwhile are dropped from the pending list by XAUTOCLAIM.
+func (b *Broker) Reclaim(ctx context.Context, q QueueRef, consumer string, minIdle time.Duration, count int) ([]Delivery, error) {
+	k := keysFor(q)
+	var out []Delivery
+	for band := Bands - 1; band >= 0 && len(out) < count; band-- {
+		start := "0-0"
+		for len(out) < count {
+			msgs, next, err := b.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+				Stream: k.stream(band), Group: group, MinIdle: minIdle, Start: start,
+				Count: int64(count - len(out)), Consumer: consumer,
+			}).Result()
+			if err != nil {
+				return out, fmt.Errorf("broker: reclaim %s p%d: %w", q, band, err)
+			}
+			for _, m := range msgs {
+				out = append(out, deliveryOf(band, m, true))
+			}
+			if next == "0-0" || next == "" {
+				break
+			}
+			start = next
+		}
+	}
+	return out, nil
+}
+
+func deliveryOf(band int, m redis.XMessage, reclaimed bool) Delivery {
+	id, _ := m.Values["t"].(string)
+	a, _ := m.Values["a"].(string)
+	attempt, _ := strconv.Atoi(a)
+	return Delivery{MessageID: m.ID, Band: band, TaskID: id, Attempt: attempt, Reclaimed: reclaimed}
+}
+
+// Start decides, in one script, whether d runs: absorbed duplicate, cancelled,
+// expired, terminal, or (a reclaimed entry, attempt+1) past maxAttempts and so
+// dead-lettered, all ACK the entry and return Run false; otherwise the task moves
+// to Running with workerID and the TaskStarted event, and Run is true.
+//
+// A crash redelivery is a reclaimed copy of the entry the task is running
+// (the task hash remembers the entry ID); any other entry of a Running task is
+// a duplicate and absorbed.
+func (b *Broker) Start(ctx context.Context, q QueueRef, workerID string, d Delivery) (StartResult, error) {
+	k := keysFor(q)
+	now, nowtxt := b.now()
+	reclaimed := 0
+	if d.Reclaimed {
+		reclaimed = 1
+	}
+	v, err := startScript.Run(ctx, b.rdb, []string{k.task(d.TaskID), k.stream(d.Band)},
+		k.prefix, d.MessageID, d.Attempt, reclaimed, workerID, now, nowtxt).Slice()
+	if err != nil {
+		return StartResult{}, fmt.Errorf("broker: start %s: %w", d.TaskID, err)
+	}
+	reason := str(v[0])
+	return StartResult{Run: reason == "run", Task: taskFromHash(q, hashMap(v[1])), Reason: reason}, nil
+}
+
+// maxErrorLen bounds stored error messages (in characters).
+const maxErrorLen = 500
+
+// sanitizeError turns newlines into spaces and cuts the message to 500 characters.
+func sanitizeError(s string) string {
+	s = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+	if r := []rune(s); len(r) > maxErrorLen {
+		s = string(r[:maxErrorLen])
+	}
+	return s
+}
+
+// Complete records an execution's outcome in the seed's write order (task hash,
+// event, result, idempotency record with SET XX KEEPTTL) and ends with XACK+XDEL,
+// all in one script. It returns the state the task moved to (Succeeded, Retrying,
+// Failed, DeadLettered or Cancelled). When d is no longer the task's running
+// execution (another worker reclaimed and finished it first), only the ack
+// happens and the task's current state is returned.
+//
+// A result that is not valid JSON is a permanent failure; a result longer than
+// ResultMaxBytes is stored as a JSON string of its first ResultMaxBytes bytes
+// with ResultTruncated set.
+func (b *Broker) Complete(ctx context.Context, q QueueRef, d Delivery, out Outcome) (State, error) {
+	k := keysFor(q)
+	now, nowtxt := b.now()
+	kind, result := "ok", []byte(out.Result)
+	switch {
+	case out.Cancelled:
+		kind = "cancel"
+	case out.Err != "":
+		kind = "error"
+	case len(result) == 0:
+		result = []byte("null")
+	case !json.Valid(result):
+		kind, out = "error", Outcome{Err: "handler result is not valid JSON", ErrorClass: "InvalidResult"}
+	}
+	retryable := 0
+	if out.Retryable {
+		retryable = 1
+	}
+	v, err := completeScript.Run(ctx, b.rdb, []string{k.task(d.TaskID), k.stream(d.Band), k.config(), k.schedule()},
+		k.prefix, d.MessageID, now, nowtxt, kind, result, sanitizeError(out.Err), out.ErrorClass, retryable,
+		strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64)).Slice()
+	if err != nil {
+		return "", fmt.Errorf("broker: complete %s: %w", d.TaskID, err)
+	}
+	return State(str(v[0])), nil
+}
+
+// Touch resets the idle time of in-flight entries (XCLAIM JUSTID, idle 0) so a
+// live worker's long tasks are not reclaimed.
+func (b *Broker) Touch(ctx context.Context, q QueueRef, consumer string, ds []Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	k := keysFor(q)
+	var byBand [Bands][]string
+	for _, d := range ds {
+		byBand[d.Band] = append(byBand[d.Band], d.MessageID)
+	}
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for band, ids := range byBand {
+			if len(ids) > 0 {
+				p.XClaimJustID(ctx, &redis.XClaimArgs{Stream: k.stream(band), Group: group, Consumer: consumer, MinIdle: 0, Messages: ids})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("broker: touch %s: %w", q, err)
+	}
+	return nil
+}
+
+// CancelRequested returns the subset of ids whose cancel was requested.
+func (b *Broker) CancelRequested(ctx context.Context, q QueueRef, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	k := keysFor(q)
+	cmds := make([]*redis.StringCmd, len(ids))
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGet(ctx, k.task(id), "cancel_requested")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("broker: cancel flags of %s: %w", q, err)
+	}
+	var out []string
+	for i, c := range cmds {
+		if c.Val() == "1" {
+			out = append(out, ids[i])
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,52 @@
+package broker
+
+import "strconv"
+
+// Every key of one queue starts with dtq:{<namespace>/<queue>}: so it hashes to
+// the queue's slot on Redis Cluster. This file is the only place key names are
+// spelled; the Lua scripts build the same names from the prefix they get in
+// ARGV (see keyHelpers in scripts.go).
+
+// Bands is the number of priority bands (streams) per queue, p0..p9.
+const Bands = 10
+
+// group is the consumer group of every band stream.
+const group = "workers"
+
+// keys builds the key names of one queue.
+type keys struct{ prefix string }
+
+func keysFor(q QueueRef) keys { return keys{prefix: "dtq:{" + q.String() + "}:"} }
+
+// Prefix is the common prefix of all of a queue's keys, e.g. "dtq:{ns/q}:".
+func (k keys) Prefix() string { return k.prefix }
+
+func (k keys) stream(band int) string        { return k.prefix + "stream:p" + strconv.Itoa(band) }
+func (k keys) task(id string) string         { return k.prefix + "task:" + id }
+func (k keys) result(id string) string       { return k.prefix + "result:" + id }
+func (k keys) idempotency(key string) string { return k.prefix + "idempotency:" + key }
+func (k keys) schedule() string              { return k.prefix + "schedule" }
+func (k keys) deadLetter() string            { return k.prefix + "dead-letter" }
+func (k keys) events() string                { return k.prefix + "events" }
+func (k keys) paused() string                { return k.prefix + "paused" }
+func (k keys) config() string                { return k.prefix + "config" }
+func (k keys) workers() string               { return k.prefix + "workers" }
+func (k keys) worker(id string) string       { return k.prefix + "worker:" + id }
+
+// streams returns the ten band streams, p0..p9.
+func (k keys) streams() []string {
+	s := make([]string, Bands)
+	for i := range s {
+		s[i] = k.stream(i)
+	}
+	return s
+}
+
+// KeyPrefix returns the prefix shared by every key of q ("dtq:{ns/q}:"), for
+// tools and tests that inspect a queue's keys.
+func KeyPrefix(q QueueRef) string { return keysFor(q).prefix }
+
+// EventsMaxLen is the approximate cap (MAXLEN ~) of a queue's events stream.
+const EventsMaxLen = 10000
+
+const eventsMaxLenText = "10000"

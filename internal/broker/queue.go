@@ -1,0 +1,121 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cancel ends a Pending, Queued or Retrying task at once (returns StateCancelled)
+// and flags a Running one (returns StateRunning; the worker cancels its context).
+// ErrTaskTerminal for a finished task, ErrTaskNotFound for an unknown one.
+func (b *Broker) Cancel(ctx context.Context, q QueueRef, id string) (State, error) {
+	if !validID(id) {
+		return "", notFound(id)
+	}
+	k := keysFor(q)
+	now, nowtxt := b.now()
+	v, err := cancelScript.Run(ctx, b.rdb, []string{k.task(id), k.schedule()}, k.prefix, id, now, nowtxt).Slice()
+	if err != nil {
+		return "", fmt.Errorf("broker: cancel %s: %w", id, err)
+	}
+	switch r := str(v[0]); r {
+	case "notfound":
+		return "", notFound(id)
+	case "terminal":
+		return State(str(v[1])), &Error{Code: CodeTaskTerminal, Message: fmt.Sprintf("task %s is already %s", id, str(v[1]))}
+	default:
+		return State(r), nil
+	}
+}
+
+// Pause stops workers from reading the queue; Resume undoes it. Each appends a
+// QueuePaused or QueueResumed event when the flag changes.
+func (b *Broker) Pause(ctx context.Context, q QueueRef) error  { return b.setPaused(ctx, q, "1") }
+func (b *Broker) Resume(ctx context.Context, q QueueRef) error { return b.setPaused(ctx, q, "0") }
+
+func (b *Broker) setPaused(ctx context.Context, q QueueRef, on string) error {
+	k := keysFor(q)
+	now, _ := b.now()
+	if err := pauseScript.Run(ctx, b.rdb, []string{k.paused()}, k.prefix, on, now).Err(); err != nil {
+		return fmt.Errorf("broker: pause %s: %w", q, err)
+	}
+	return nil
+}
+
+// Paused reports whether the queue is paused.
+func (b *Broker) Paused(ctx context.Context, q QueueRef) (bool, error) {
+	n, err := b.rdb.Exists(ctx, keysFor(q).paused()).Result()
+	if err != nil {
+		return false, fmt.Errorf("broker: paused %s: %w", q, err)
+	}
+	return n == 1, nil
+}
+
+// Stats returns the queue's backlog.
+func (b *Broker) Stats(ctx context.Context, q QueueRef) (QueueStats, error) {
+	k := keysFor(q)
+	var lens [Bands]*redis.IntCmd
+	var pend [Bands]*redis.XPendingCmd
+	var sched, dlq, paused *redis.IntCmd
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range Bands {
+			lens[i] = p.XLen(ctx, k.stream(i))
+			pend[i] = p.XPending(ctx, k.stream(i), group)
+		}
+		sched = p.ZCard(ctx, k.schedule())
+		dlq = p.XLen(ctx, k.deadLetter())
+		paused = p.Exists(ctx, k.paused())
+		return nil
+	})
+	if err != nil {
+		return QueueStats{}, fmt.Errorf("broker: stats of %s: %w", q, err)
+	}
+	var s QueueStats
+	for i := range Bands {
+		s.Bands[i] = lens[i].Val()
+		s.Depth += s.Bands[i]
+		s.InFlight += pend[i].Val().Count
+	}
+	s.Queued = s.Depth - s.InFlight
+	s.Scheduled = sched.Val()
+	s.DeadLettered = dlq.Val()
+	s.Paused = paused.Val() == 1
+	return s, nil
+}
+
+// ReadEvents returns up to count events after the stream ID after ("0" for the
+// oldest kept), blocking up to block when there are none (0: do not block).
+func (b *Broker) ReadEvents(ctx context.Context, q QueueRef, after string, count int, block time.Duration) ([]Event, error) {
+	if after == "" {
+		after = "0"
+	}
+	args := &redis.XReadArgs{Streams: []string{keysFor(q).events(), after}, Count: int64(count), Block: -1}
+	if block > 0 {
+		args.Block = block
+	}
+	res, err := b.rdb.XRead(ctx, args).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("broker: read events of %s: %w", q, err)
+	}
+	var out []Event
+	for _, s := range res {
+		for _, m := range s.Messages {
+			typ, _ := m.Values["type"].(string)
+			task, _ := m.Values["task"].(string)
+			a, _ := m.Values["attempt"].(string)
+			at, _ := m.Values["at"].(string)
+			attempt, _ := strconv.Atoi(a)
+			ms, _ := strconv.ParseInt(at, 10, 64)
+			out = append(out, Event{ID: m.ID, Type: EventType(typ), TaskID: task, Attempt: attempt, At: time.UnixMilli(ms).UTC()})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,449 @@
+package broker
+
+import "github.com/redis/go-redis/v9"
+
+// Lua scripts: every multi-step state change of the engine is one script, so no
+// other client ever sees half of it. Each script's KEYS, ARGV and return value
+// are documented above it. Every script gets the queue's key prefix
+// ("dtq:{ns/q}:") as ARGV[1]; keys that depend on data read inside the script (the
+// task of an idempotency record, a task's band stream) are built from it by the
+// helpers below, which mirror keys.go. All such keys share the queue's hash tag,
+// so a script still touches one cluster slot.
+//
+// Times are Unix milliseconds passed in by Go from the injected clock; nowtxt is
+// the same instant as RFC 3339 for the idempotency record's updated_at.
+
+// luaLib is prepended to every script.
+const luaLib = `
+local P = ARGV[1]
+local function k_task(id) return P .. "task:" .. id end
+local function k_result(id) return P .. "result:" .. id end
+local function k_idem(key) return P .. "idempotency:" .. key end
+local function k_stream(band) return P .. "stream:p" .. band end
+local function int(x) return string.format("%d", x) end
+local TERMINAL = {Succeeded = true, Failed = true, DeadLettered = true, Cancelled = true, Expired = true}
+
+local function event(typ, id, attempt, now)
+  redis.call("XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*",
+    "type", typ, "task", id, "attempt", attempt, "at", now)
+end
+
+local function record(id, state, nowtxt)
+  return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
+end
+
+-- idem_update moves the task's idempotency record to state with SET XX KEEPTTL
+-- (the seed: only if it exists, keeping its expiry), and only while the record
+-- still names this task.
+local function idem_update(ikey, id, state, nowtxt)
+  if not ikey or ikey == "" then return end
+  local rk = k_idem(ikey)
+  local cur = redis.call("GET", rk)
+  if not cur then return end
+  local ok, rec = pcall(cjson.decode, cur)
+  if not ok or rec.task_id ~= id then return end
+  redis.call("SET", rk, record(id, state, nowtxt), "XX", "KEEPTTL")
+end
+
+local function task_ttl()
+  return redis.call("HGET", P .. "config", "task_ttl_ms") or "604800000"
+end
+
+-- finish ends a task in a terminal state that maps to the record's "failed"
+-- (Cancelled, Expired): hash, event, idempotency record.
+local function finish(id, state, evtype, attempt, ikey, now, nowtxt)
+  local tk = k_task(id)
+  redis.call("HSET", tk, "state", state, "finished_at", now)
+  redis.call("PEXPIRE", tk, task_ttl())
+  event(evtype, id, attempt, now)
+  idem_update(ikey, id, "failed", nowtxt)
+end
+
+-- exhaust ends a task whose attempts are used up: DeadLettered (with a
+-- dead-letter entry) when the queue has a dead-letter queue, else Failed.
+local function exhaust(id, attempt, ikey, typ, lasterr, class, now, nowtxt)
+  local tk = k_task(id)
+  local cfg = redis.call("HMGET", P .. "config", "dlq", "dlq_maxlen")
+  redis.call("HSET", tk, "last_error", lasterr, "error_class", class)
+  if cfg[1] == "1" then
+    redis.call("HSET", tk, "state", "DeadLettered", "finished_at", now)
+    redis.call("PEXPIRE", tk, task_ttl())
+    event("TaskDeadLettered", id, attempt, now)
+    local eid = redis.call("XADD", P .. "dead-letter", "MAXLEN", "~", cfg[2] or "10000", "*",
+      "task", id, "type", typ or "", "failed_at", now, "attempts", attempt,
+      "error", lasterr, "class", class)
+    redis.call("HSET", tk, "dlq", eid)
+  else
+    redis.call("HSET", tk, "state", "Failed", "finished_at", now)
+    redis.call("PEXPIRE", tk, task_ttl())
+    event("TaskFailed", id, attempt, now)
+  end
+  idem_update(ikey, id, "failed", nowtxt)
+end
+`
+
+func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
+
+// submitScript ingests one task with the five cases of DESIGN section 4.
+//
+// KEYS[1] config, KEYS[2] task hash of ARGV[2], KEYS[3] idempotency record
+// (the config key again when there is no idempotency key), KEYS[4] schedule,
+// KEYS[5..14] streams p0..p9.
+// ARGV[1] prefix, [2] task id, [3] idempotency key ("" none), [4] now ms,
+// [5] nowtxt, [6] compact payload size, [7] type, [8] payload, [9] priority,
+// [10] max attempts (0: queue default), [11] timeout ms (0: queue default),
+// [12] not-before ms (0: now), [13] expires-at ms (0: never).
+// Returns one of
+//
+//	{"notfound"}                                  queue config missing
+//	{"toolarge", limit}
+//	{"dup", task id, HGETALL task, result|false}   same ID exists, or a replay of a completed/failed record
+//	{"busy", task id}                              record processing
+//	{"full", depth, limit}                         nothing written
+//	{"new", state, max attempts, timeout ms}
+var submitScript = script(`
+local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms", "idem_ttl_ms", "task_ttl_ms")
+if not cfg[1] then return {"notfound"} end
+if tonumber(ARGV[6]) > tonumber(cfg[2]) then return {"toolarge", cfg[2]} end
+local id, ikey, now = ARGV[2], ARGV[3], tonumber(ARGV[4])
+if redis.call("EXISTS", KEYS[2]) == 1 then
+  return {"dup", id, redis.call("HGETALL", KEYS[2]), redis.call("GET", k_result(id))}
+end
+if ikey ~= "" then
+  local cur = redis.call("GET", KEYS[3])
+  if cur then
+    local ok, rec = pcall(cjson.decode, cur)
+    if ok and type(rec) == "table" and type(rec.task_id) == "string" and redis.call("EXISTS", k_task(rec.task_id)) == 1 then
+      if rec.state == "processing" then return {"busy", rec.task_id} end
+      return {"dup", rec.task_id, redis.call("HGETALL", k_task(rec.task_id)), redis.call("GET", k_result(rec.task_id))}
+    end
+    redis.call("DEL", KEYS[3]) -- stale: its task is gone, so this is new work
+  end
+end
+local depth = 0
+for i = 5, 14 do depth = depth + redis.call("XLEN", KEYS[i]) end
+if depth >= tonumber(cfg[1]) then return {"full", depth, cfg[1]} end
+
+local maxAttempts = ARGV[10] ~= "0" and ARGV[10] or cfg[3]
+local timeout = ARGV[11] ~= "0" and ARGV[11] or cfg[4]
+if ikey ~= "" then
+  redis.call("SET", KEYS[3], record(id, "processing", ARGV[5]), "NX", "PX", cfg[5])
+end
+local notBefore = tonumber(ARGV[12])
+local state, avail = "Queued", ARGV[4]
+if notBefore > now then state, avail = "Pending", ARGV[12] end
+redis.call("HSET", KEYS[2], "id", id, "type", ARGV[7], "payload", ARGV[8], "ikey", ikey,
+  "prio", ARGV[9], "state", state, "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout,
+  "created_at", ARGV[4], "available_at", avail, "expires_at", ARGV[13])
+if state == "Pending" then
+  redis.call("ZADD", KEYS[4], ARGV[12], id)
+else
+  local msg = redis.call("XADD", KEYS[5 + tonumber(ARGV[9])], "*", "t", id, "a", 1)
+  redis.call("HSET", KEYS[2], "msg", msg)
+end
+redis.call("PEXPIRE", KEYS[2], cfg[6])
+event("TaskQueued", id, 1, ARGV[4])
+return {"new", state, maxAttempts, timeout}
+`)
+
+// readScript delivers up to ARGV[3] new entries to a consumer, reading the bands
+// p9 first with COUNT set to what is still missing, so the total never exceeds
+// the count and nothing is read that is not returned.
+//
+// KEYS[1..10] streams p0..p9, KEYS[11] paused.
+// ARGV[1] prefix, [2] consumer, [3] count.
+// Returns {"paused"}, {"ok", {band, entry id, task id, attempt}...} or, when
+// nothing was ready, {"empty", last entry id of p0..p9} so the caller can block
+// with XREAD until any band gets a newer entry.
+var readScript = script(`
+if redis.call("EXISTS", KEYS[11]) == 1 then return {"paused"} end
+local left = tonumber(ARGV[3])
+local out = {}
+for band = 9, 0, -1 do
+  local r = redis.call("XREADGROUP", "GROUP", "workers", ARGV[2], "COUNT", left, "STREAMS", KEYS[band + 1], ">")
+  if r then
+    for _, e in ipairs(r[1][2]) do
+      local f = e[2]
+      local t, a = "", "1"
+      for i = 1, #f, 2 do
+        if f[i] == "t" then t = f[i + 1] elseif f[i] == "a" then a = f[i + 1] end
+      end
+      out[#out + 1] = {band, e[1], t, a}
+      left = left - 1
+    end
+  end
+  if left <= 0 then break end
+end
+if #out > 0 then return {"ok", out} end
+local last = {}
+for band = 0, 9 do
+  local r = redis.call("XREVRANGE", KEYS[band + 1], "+", "-", "COUNT", 1)
+  last[band + 1] = r[1] and r[1][1] or "0-0"
+end
+return {"empty", last}
+`)
+
+// startScript decides whether a delivery runs (original section 5,
+// "Pre-execution checks, in order" and "Duplicate absorption").
+//
+// KEYS[1] task hash, KEYS[2] the entry's stream.
+// ARGV[1] prefix, [2] entry id, [3] entry attempt, [4] reclaimed (0/1),
+// [5] worker id, [6] now ms, [7] nowtxt.
+// Returns {"run", HGETALL task} or {reason, HGETALL task}, the entry then being
+// acknowledged and deleted; reason is one of missing, terminal, retrying,
+// cancelled, expired, duplicate, exhausted.
+var startScript = script(`
+local tk, msgid, now = KEYS[1], ARGV[2], ARGV[6]
+local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "expires_at", "cancel_requested", "ikey", "msg", "type")
+local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
+local function done(reason)
+  redis.call("XACK", KEYS[2], "workers", msgid)
+  redis.call("XDEL", KEYS[2], msgid)
+  return {reason, redis.call("HGETALL", tk)}
+end
+if not state then return done("missing") end
+if TERMINAL[state] then return done("terminal") end
+if state == "Retrying" then return done("retrying") end
+if h[6] == "1" then
+  finish(id, "Cancelled", "TaskCancelled", attempt, h[7], now, ARGV[7])
+  return done("cancelled")
+end
+local expires = tonumber(h[5]) or 0
+if expires > 0 and tonumber(now) >= expires then
+  finish(id, "Expired", "TaskExpired", attempt, h[7], now, ARGV[7])
+  return done("expired")
+end
+local entryAttempt = tonumber(ARGV[3])
+local function absorb()
+  event("TaskDuplicateAbsorbed", id, entryAttempt, now)
+  return done("duplicate")
+end
+if state == "Queued" then
+  if entryAttempt < attempt then return absorb() end
+  if entryAttempt > attempt then attempt = entryAttempt end
+elseif state == "Running" then
+  -- Only a reclaimed copy of the very entry that is running is a crash
+  -- redelivery; it counts as an attempt, bounded by max_attempts.
+  if ARGV[4] ~= "1" or msgid ~= h[8] then return absorb() end
+  attempt = attempt + 1
+  if attempt > maxAttempts then
+    redis.call("HSET", tk, "attempt", attempt - 1)
+    exhaust(id, attempt - 1, h[7], h[9], "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, ARGV[7])
+    return done("exhausted")
+  end
+else
+  return absorb()
+end
+redis.call("HSET", tk, "state", "Running", "attempt", attempt, "started_at", now, "worker_id", ARGV[5], "msg", msgid)
+redis.call("HDEL", tk, "finished_at")
+redis.call("PEXPIRE", tk, task_ttl())
+event("TaskStarted", id, attempt, now)
+return {"run", redis.call("HGETALL", tk)}
+`)
+
+// completeScript records an execution's outcome in the seed's write order: task
+// hash, event, result (or schedule / dead-letter entry), idempotency record
+// (SET XX KEEPTTL), then XACK+XDEL of the entry.
+//
+// KEYS[1] task hash, KEYS[2] the entry's stream, KEYS[3] config, KEYS[4] schedule.
+// ARGV[1] prefix, [2] entry id, [3] now ms, [4] nowtxt, [5] kind (ok, error,
+// cancel), [6] result JSON, [7] error message, [8] error class, [9] retryable
+// (0/1), [10] jitter sample in [-1, 1].
+// Returns {state}: the new state, or the unchanged state when the entry is not
+// the task's running execution (a stale completion: only the ack happens).
+var completeScript = script(`
+local tk, msgid, now = KEYS[1], ARGV[2], ARGV[3]
+local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "msg", "ikey", "type")
+local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
+local function ack()
+  redis.call("XACK", KEYS[2], "workers", msgid)
+  redis.call("XDEL", KEYS[2], msgid)
+end
+if state ~= "Running" or h[5] ~= msgid then
+  ack()
+  return {state or ""}
+end
+local cfg = redis.call("HMGET", KEYS[3], "task_ttl_ms", "result_ttl_ms", "result_max", "retry_base_ms", "retry_max_ms", "retry_jitter")
+local kind = ARGV[5]
+if kind == "ok" then
+  state = "Succeeded"
+  redis.call("HSET", tk, "state", state, "finished_at", now)
+  redis.call("PEXPIRE", tk, cfg[1])
+  event("TaskSucceeded", id, attempt, now)
+  local res, max = ARGV[6], tonumber(cfg[3])
+  if #res > max then
+    res = cjson.encode(string.sub(res, 1, max))
+    redis.call("HSET", tk, "result_truncated", 1)
+  end
+  redis.call("SET", k_result(id), res, "PX", cfg[2])
+  idem_update(h[6], id, "completed", ARGV[4])
+elseif kind == "cancel" then
+  state = "Cancelled"
+  finish(id, state, "TaskCancelled", attempt, h[6], now, ARGV[4])
+elseif ARGV[9] == "1" and attempt < maxAttempts then
+  state = "Retrying"
+  local delay = math.min(tonumber(cfg[5]), tonumber(cfg[4]) * 2 ^ (attempt - 1))
+  delay = math.max(0, math.floor(delay * (1 + tonumber(cfg[6]) * tonumber(ARGV[10]))))
+  local due = int(tonumber(now) + delay)
+  redis.call("HSET", tk, "state", state, "finished_at", now, "available_at", due,
+    "last_error", ARGV[7], "error_class", ARGV[8])
+  redis.call("PEXPIRE", tk, cfg[1])
+  event("TaskRetryScheduled", id, attempt, now)
+  redis.call("ZADD", KEYS[4], due, id)
+else
+  exhaust(id, attempt, h[6], h[7], ARGV[7], ARGV[8], now, ARGV[4])
+  state = redis.call("HGET", tk, "state")
+end
+ack()
+return {state}
+`)
+
+// promoteScript moves up to ARGV[4] due schedule members to their streams:
+// Pending keeps its attempt, Retrying gets attempt+1, an expired one (Retrying
+// included) ends Expired, a cancel-requested one Cancelled; members whose task
+// is missing or in any other state are dropped.
+//
+// KEYS[1] schedule.
+// ARGV[1] prefix, [2] now ms, [3] nowtxt, [4] limit.
+// Returns {moved, score of the next member or ""}.
+var promoteScript = script(`
+local now = ARGV[2]
+local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[4]))
+local moved = 0
+for _, id in ipairs(ids) do
+  redis.call("ZREM", KEYS[1], id)
+  local tk = k_task(id)
+  local h = redis.call("HMGET", tk, "state", "attempt", "prio", "expires_at", "cancel_requested", "ikey")
+  local state, attempt = h[1], tonumber(h[2])
+  if state == "Pending" or state == "Retrying" then
+    local expires = tonumber(h[4]) or 0
+    if h[5] == "1" then
+      finish(id, "Cancelled", "TaskCancelled", attempt, h[6], now, ARGV[3])
+    elseif expires > 0 and tonumber(now) >= expires then
+      finish(id, "Expired", "TaskExpired", attempt, h[6], now, ARGV[3])
+    else
+      local ev = "TaskQueued"
+      if state == "Retrying" then attempt, ev = attempt + 1, "TaskRetried" end
+      local msg = redis.call("XADD", k_stream(h[3]), "*", "t", id, "a", attempt)
+      redis.call("HSET", tk, "state", "Queued", "attempt", attempt, "available_at", now, "msg", msg)
+      redis.call("PEXPIRE", tk, task_ttl())
+      event(ev, id, attempt, now)
+      moved = moved + 1
+    end
+  end
+end
+local nxt = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+return {moved, nxt[2] or ""}
+`)
+
+// cancelScript cancels a task: Pending, Queued and Retrying end Cancelled at
+// once (schedule member or stream entry removed, record failed); Running gets
+// cancel_requested and a TaskCancelRequested event.
+//
+// KEYS[1] task hash, KEYS[2] schedule.
+// ARGV[1] prefix, [2] task id, [3] now ms, [4] nowtxt.
+// Returns {"notfound"}, {"terminal", state} or {state after the call}.
+var cancelScript = script(`
+local tk, id, now = KEYS[1], ARGV[2], ARGV[3]
+local h = redis.call("HMGET", tk, "state", "attempt", "prio", "msg", "ikey")
+local state = h[1]
+if not state then return {"notfound"} end
+if TERMINAL[state] then return {"terminal", state} end
+if state == "Running" then
+  redis.call("HSET", tk, "cancel_requested", 1)
+  event("TaskCancelRequested", id, h[2], now)
+  return {"Running"}
+end
+if state == "Queued" and h[4] then
+  redis.call("XDEL", k_stream(h[3]), h[4])
+else
+  redis.call("ZREM", KEYS[2], id)
+end
+finish(id, "Cancelled", "TaskCancelled", h[2], h[5], now, ARGV[4])
+return {"Cancelled"}
+`)
+
+// requeueScript puts a DeadLettered task back on its stream with attempt 1,
+// removes its dead-letter entry and resets its idempotency record to processing
+// with a full TTL (unless the key now belongs to another task).
+//
+// KEYS[1] task hash, KEYS[2] dead-letter stream, KEYS[3] config.
+// ARGV[1] prefix, [2] task id, [3] now ms, [4] nowtxt.
+// Returns {"notfound"}, {"conflict", state} or {"ok", HGETALL task}.
+var requeueScript = script(`
+local tk, id, now = KEYS[1], ARGV[2], ARGV[3]
+local h = redis.call("HMGET", tk, "state", "attempt", "prio", "dlq", "ikey")
+if not h[1] then return {"notfound"} end
+if h[1] ~= "DeadLettered" then return {"conflict", h[1]} end
+if h[4] then redis.call("XDEL", KEYS[2], h[4]) end
+redis.call("HDEL", tk, "dlq", "discarded", "cancel_requested", "started_at", "finished_at", "worker_id")
+local msg = redis.call("XADD", k_stream(h[3]), "*", "t", id, "a", 1)
+redis.call("HSET", tk, "state", "Queued", "attempt", 1, "previous_attempts", h[2], "available_at", now, "msg", msg)
+redis.call("PEXPIRE", tk, task_ttl())
+if h[5] and h[5] ~= "" then
+  local rk = k_idem(h[5])
+  local cur = redis.call("GET", rk)
+  local ok, rec = pcall(cjson.decode, cur or "")
+  if not cur or (ok and rec.task_id == id) then
+    local ttl = redis.call("HGET", KEYS[3], "idem_ttl_ms") or "86400000"
+    redis.call("SET", rk, record(id, "processing", ARGV[4]), "PX", ttl)
+  end
+end
+event("TaskRetried", id, 1, now)
+return {"ok", redis.call("HGETALL", tk)}
+`)
+
+// discardScript removes a task's dead-letter entry; the task stays DeadLettered
+// and is marked discarded.
+//
+// KEYS[1] task hash, KEYS[2] dead-letter stream.
+// ARGV[1] prefix.
+// Returns "ok", "notfound" (task) or "noentry" (no dead-letter entry).
+var discardScript = script(`
+local h = redis.call("HMGET", KEYS[1], "state", "dlq")
+if not h[1] then return "notfound" end
+if not h[2] or redis.call("XDEL", KEYS[2], h[2]) == 0 then return "noentry" end
+redis.call("HDEL", KEYS[1], "dlq")
+redis.call("HSET", KEYS[1], "discarded", 1)
+return "ok"
+`)
+
+// purgeScript empties the dead-letter stream exactly (XTRIM MAXLEN 0 without
+// "~", original defect 9).
+//
+// KEYS[1] dead-letter stream. ARGV[1] prefix.
+// Returns the number of entries removed.
+var purgeScript = script(`
+local n = redis.call("XLEN", KEYS[1])
+redis.call("XTRIM", KEYS[1], "MAXLEN", 0)
+return n
+`)
+
+// pauseScript sets or clears the paused flag and appends the queue event.
+//
+// KEYS[1] paused. ARGV[1] prefix, [2] "1" pause / "0" resume, [3] now ms.
+// Returns 1 when the flag changed, else 0.
+var pauseScript = script(`
+local changed
+if ARGV[2] == "1" then
+  changed = redis.call("SET", KEYS[1], "1", "NX") and 1 or 0
+  if changed == 1 then event("QueuePaused", "", 0, ARGV[3]) end
+else
+  changed = redis.call("DEL", KEYS[1])
+  if changed == 1 then event("QueueResumed", "", 0, ARGV[3]) end
+end
+return changed
+`)
+
+// removeConsumerScript deletes a consumer from every band's group, but only
+// when it has no pending entries in any of them (DELCONSUMER would drop them).
+//
+// KEYS[1..10] streams p0..p9. ARGV[1] prefix, [2] consumer.
+// Returns 1 when removed, 0 when the consumer has pending entries.
+var removeConsumerScript = script(`
+for i = 1, 10 do
+  if #redis.call("XPENDING", KEYS[i], "workers", "-", "+", 1, ARGV[2]) > 0 then return 0 end
+end
+for i = 1, 10 do redis.call("XGROUP", "DELCONSUMER", KEYS[i], "workers", ARGV[2]) end
+return 1
+`)

@@ -1,0 +1,162 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+const (
+	maxIDLen   = 64
+	maxTypeLen = 253
+	maxKeyLen  = 256
+)
+
+// validID reports whether id matches [A-Za-z0-9_-]{1,64}; only such IDs appear
+// in keys, records and stream entries.
+func validID(id string) bool {
+	if id == "" || len(id) > maxIDLen {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func invalid(format string, a ...any) error {
+	return &Error{Code: CodeInvalidTask, Message: fmt.Sprintf(format, a...)}
+}
+
+// NewTaskID returns a random 32-hex-digit task ID.
+func NewTaskID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// compactPayload validates that p is a JSON object ({} when empty) and returns
+// its compact encoding, whose length is what MaxPayloadBytes limits.
+func compactPayload(p json.RawMessage) ([]byte, error) {
+	if len(bytes.TrimSpace(p)) == 0 {
+		return []byte("{}"), nil
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(p))
+	if err := json.Compact(&buf, p); err != nil {
+		return nil, invalid("payload is not valid JSON: %v", err)
+	}
+	if buf.Len() == 0 || buf.Bytes()[0] != '{' {
+		return nil, invalid("payload must be a JSON object")
+	}
+	return buf.Bytes(), nil
+}
+
+func validate(req SubmitRequest) error {
+	switch {
+	case req.ID != "" && !validID(req.ID):
+		return invalid("id must match [A-Za-z0-9_-]{1,64}")
+	case req.Type == "" || len(req.Type) > maxTypeLen:
+		return invalid("type must be 1..%d bytes", maxTypeLen)
+	case len(req.IdempotencyKey) > maxKeyLen:
+		return invalid("idempotency key must be 1..%d bytes", maxKeyLen)
+	case req.Priority < 0 || req.Priority > 9:
+		return invalid("priority must be 0..9")
+	case req.MaxAttempts < 0 || req.MaxAttempts > MaxAttemptsCap:
+		return invalid("maxAttempts must be 1..%d", MaxAttemptsCap)
+	case req.Timeout != 0 && (req.Timeout < time.Millisecond || req.Timeout > time.Hour):
+		return invalid("timeout must be 1ms..1h")
+	}
+	return nil
+}
+
+func msOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// Submit ingests a task with the five idempotency cases of DESIGN section 4 in one
+// script: replay (Duplicate), in progress (ErrIdempotencyInProgress with TaskID),
+// stale record (new work), full (ErrQueueFull, nothing written), new task. Submit
+// with an ID that already exists returns that task with Duplicate set, so a
+// caller deriving IDs (the controller uses the CR's UID) never ingests twice.
+//
+// The request is validated here (INVALID_TASK); the payload limit and depth gate
+// come from the queue's config and are checked in the script (PAYLOAD_TOO_LARGE
+// before the depth gate, replays before both). The gate applies to delayed
+// tasks too, so a flood of delayed work cannot bypass backpressure.
+func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (SubmitResult, error) {
+	if err := validate(req); err != nil {
+		return SubmitResult{}, err
+	}
+	payload, err := compactPayload(req.Payload)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	if req.ID == "" {
+		req.ID = NewTaskID()
+	}
+	k := keysFor(q)
+	now, nowtxt := b.now()
+	idemKey := k.config()
+	if req.IdempotencyKey != "" {
+		idemKey = k.idempotency(req.IdempotencyKey)
+	}
+	notBefore := msOrZero(req.NotBefore)
+	if notBefore <= now {
+		notBefore = 0
+	}
+	keys := append([]string{k.config(), k.task(req.ID), idemKey, k.schedule()}, k.streams()...)
+	v, err := submitScript.Run(ctx, b.rdb, keys,
+		k.prefix, req.ID, req.IdempotencyKey, now, nowtxt, len(payload), req.Type, payload,
+		req.Priority, req.MaxAttempts, req.Timeout.Milliseconds(), notBefore, msOrZero(req.ExpiresAt),
+	).Slice()
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("broker: submit to %s: %w", q, err)
+	}
+	switch str(v[0]) {
+	case "new":
+		maxAttempts, _ := strconv.Atoi(str(v[2]))
+		timeout, _ := strconv.ParseInt(str(v[3]), 10, 64)
+		created := time.UnixMilli(now).UTC()
+		t := TaskInfo{
+			ID: req.ID, Queue: q, Type: req.Type, Payload: payload, IdempotencyKey: req.IdempotencyKey,
+			Priority: req.Priority, State: State(str(v[1])), Attempt: 1, MaxAttempts: maxAttempts,
+			Timeout: time.Duration(timeout) * time.Millisecond, CreatedAt: created, AvailableAt: created,
+		}
+		if notBefore > 0 {
+			t.AvailableAt = time.UnixMilli(notBefore).UTC()
+		}
+		if !req.ExpiresAt.IsZero() {
+			t.ExpiresAt = time.UnixMilli(req.ExpiresAt.UnixMilli()).UTC()
+		}
+		return SubmitResult{Task: t}, nil
+	case "dup":
+		return SubmitResult{Task: withResult(taskFromHash(q, hashMap(v[2])), v[3]), Duplicate: true}, nil
+	case "busy":
+		id := str(v[1])
+		return SubmitResult{}, &Error{Code: CodeIdempotencyInProgress, TaskID: id,
+			Message: fmt.Sprintf("a task with this idempotency key is in progress (task %s)", id)}
+	case "full":
+		depth, _ := strconv.ParseInt(str(v[1]), 10, 64)
+		limit, _ := strconv.ParseInt(str(v[2]), 10, 64)
+		return SubmitResult{}, &Error{Code: CodeQueueFull, Depth: depth, Limit: limit,
+			Message: fmt.Sprintf("queue %s is full (%d/%d)", q, depth, limit)}
+	case "toolarge":
+		limit, _ := strconv.ParseInt(str(v[1]), 10, 64)
+		return SubmitResult{}, &Error{Code: CodePayloadTooLarge, Limit: limit,
+			Message: fmt.Sprintf("payload is %d bytes, limit %d", len(payload), limit)}
+	case "notfound":
+		return SubmitResult{}, &Error{Code: CodeQueueNotFound, Message: "queue " + q.String() + " not found"}
+	}
+	return SubmitResult{}, fmt.Errorf("broker: submit: unexpected reply %v", v)
+}

@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// taskFromHash builds a TaskInfo from the fields of a task hash.
+func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
+	i := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
+	t := func(f string) time.Time {
+		if n := i(f); n > 0 {
+			return time.UnixMilli(n).UTC()
+		}
+		return time.Time{}
+	}
+	ti := TaskInfo{
+		ID:              m["id"],
+		Queue:           q,
+		Type:            m["type"],
+		IdempotencyKey:  m["ikey"],
+		Priority:        int(i("prio")),
+		State:           State(m["state"]),
+		Attempt:         int(i("attempt")),
+		MaxAttempts:     int(i("max_attempts")),
+		Timeout:         time.Duration(i("timeout_ms")) * time.Millisecond,
+		CreatedAt:       t("created_at"),
+		AvailableAt:     t("available_at"),
+		ExpiresAt:       t("expires_at"),
+		StartedAt:       t("started_at"),
+		FinishedAt:      t("finished_at"),
+		WorkerID:        m["worker_id"],
+		LastError:       m["last_error"],
+		LastErrorClass:  m["error_class"],
+		CancelRequested: m["cancel_requested"] == "1",
+		ResultTruncated: m["result_truncated"] == "1",
+	}
+	if p, ok := m["payload"]; ok {
+		ti.Payload = json.RawMessage(p)
+	}
+	return ti
+}
+
+// withResult attaches a stored result (a script's GET reply; false when none).
+func withResult(t TaskInfo, v any) TaskInfo {
+	if s, ok := v.(string); ok {
+		t.Result = json.RawMessage(s)
+	}
+	return t
+}
+
+// GetTask returns the task record and its result; ErrTaskNotFound when absent.
+func (b *Broker) GetTask(ctx context.Context, q QueueRef, id string) (TaskInfo, error) {
+	if !validID(id) {
+		return TaskInfo{}, notFound(id)
+	}
+	k := keysFor(q)
+	var h *redis.MapStringStringCmd
+	var r *redis.StringCmd
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		h = p.HGetAll(ctx, k.task(id))
+		r = p.Get(ctx, k.result(id))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return TaskInfo{}, fmt.Errorf("broker: get task %s: %w", id, err)
+	}
+	if len(h.Val()) == 0 {
+		return TaskInfo{}, notFound(id)
+	}
+	t := taskFromHash(q, h.Val())
+	if r.Err() == nil {
+		t.Result = json.RawMessage(r.Val())
+	}
+	return t, nil
+}
+
+func notFound(id string) error {
+	return &Error{Code: CodeTaskNotFound, Message: fmt.Sprintf("task %q not found", id)}
+}
+
+// Idempotency returns the record for key; ErrTaskNotFound when there is none.
+func (b *Broker) Idempotency(ctx context.Context, q QueueRef, key string) (IdempotencyRecord, error) {
+	v, err := b.rdb.Get(ctx, keysFor(q).idempotency(key)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return IdempotencyRecord{}, &Error{Code: CodeTaskNotFound, Message: "no idempotency record for this key"}
+	}
+	if err != nil {
+		return IdempotencyRecord{}, fmt.Errorf("broker: get idempotency record: %w", err)
+	}
+	var rec IdempotencyRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return IdempotencyRecord{}, fmt.Errorf("broker: decode idempotency record: %w", err)
+	}
+	return rec, nil
+}

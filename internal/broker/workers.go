@@ -1,0 +1,84 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Heartbeat writes the worker's record with a TTL of three intervals.
+// LastHeartbeat is set from the broker's clock.
+func (b *Broker) Heartbeat(ctx context.Context, q QueueRef, w WorkerInfo, interval time.Duration) error {
+	k := keysFor(q)
+	now, _ := b.now()
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, k.worker(w.ID), "id", w.ID, "hostname", w.Hostname, "concurrency", w.Concurrency,
+			"active", w.Active, "status", w.Status, "started_at", msOrZero(w.StartedAt), "last_heartbeat", now)
+		p.PExpire(ctx, k.worker(w.ID), 3*interval)
+		p.ZAdd(ctx, k.workers(), redis.Z{Score: float64(now), Member: w.ID})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("broker: heartbeat %s: %w", w.ID, err)
+	}
+	return nil
+}
+
+// Workers lists the queue's live worker records (those whose heartbeat has not
+// expired) and forgets the expired ones.
+func (b *Broker) Workers(ctx context.Context, q QueueRef) ([]WorkerInfo, error) {
+	k := keysFor(q)
+	ids, err := b.rdb.ZRange(ctx, k.workers(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("broker: list workers of %s: %w", q, err)
+	}
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	_, err = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, k.worker(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: read workers of %s: %w", q, err)
+	}
+	var out []WorkerInfo
+	var gone []any
+	for i, c := range cmds {
+		m := c.Val()
+		if len(m) == 0 {
+			gone = append(gone, ids[i])
+			continue
+		}
+		n := func(f string) int64 { v, _ := strconv.ParseInt(m[f], 10, 64); return v }
+		t := func(f string) time.Time {
+			if v := n(f); v > 0 {
+				return time.UnixMilli(v).UTC()
+			}
+			return time.Time{}
+		}
+		out = append(out, WorkerInfo{ID: m["id"], Hostname: m["hostname"], Concurrency: int(n("concurrency")),
+			Active: int(n("active")), Status: m["status"], StartedAt: t("started_at"), LastHeartbeat: t("last_heartbeat")})
+	}
+	if len(gone) > 0 {
+		b.rdb.ZRem(ctx, k.workers(), gone...)
+	}
+	return out, nil
+}
+
+// RemoveConsumer deletes a consumer from the group only when it has no pending
+// entries (XGROUP DELCONSUMER would discard them); ErrConsumerBusy otherwise.
+func (b *Broker) RemoveConsumer(ctx context.Context, q QueueRef, consumer string) error {
+	k := keysFor(q)
+	n, err := removeConsumerScript.Run(ctx, b.rdb, k.streams(), k.prefix, consumer).Int()
+	if err != nil {
+		return fmt.Errorf("broker: remove consumer %s: %w", consumer, err)
+	}
+	if n == 0 {
+		return &Error{Code: CodeConsumerBusy, Message: fmt.Sprintf("consumer %s has pending entries", consumer)}
+	}
+	return nil
+}

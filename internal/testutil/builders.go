@@ -1,0 +1,89 @@
+// Package testutil builds test objects: testutil.MakeTask("t", "ns").Queue("q").Obj().
+package testutil
+
+import (
+	"encoding/json"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+)
+
+// TaskWrapper builds a Task.
+type TaskWrapper struct{ dtqv1alpha1.Task }
+
+// MakeTask returns a Task of type echo on queue "default".
+func MakeTask(name, namespace string) *TaskWrapper {
+	return &TaskWrapper{dtqv1alpha1.Task{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec:       dtqv1alpha1.TaskSpec{Queue: "default", Type: "echo"},
+	}}
+}
+
+func (w *TaskWrapper) Queue(q string) *TaskWrapper { w.Spec.Queue = q; return w }
+func (w *TaskWrapper) Type(t string) *TaskWrapper  { w.Spec.Type = t; return w }
+func (w *TaskWrapper) Key(k string) *TaskWrapper   { w.Spec.IdempotencyKey = k; return w }
+func (w *TaskWrapper) Priority(p int32) *TaskWrapper {
+	w.Spec.Priority = ptr.To(p)
+	return w
+}
+func (w *TaskWrapper) MaxAttempts(n int32) *TaskWrapper {
+	w.Spec.MaxAttempts = ptr.To(n)
+	return w
+}
+func (w *TaskWrapper) Timeout(d time.Duration) *TaskWrapper {
+	w.Spec.Timeout = &metav1.Duration{Duration: d}
+	return w
+}
+func (w *TaskWrapper) Delay(d time.Duration) *TaskWrapper {
+	w.Spec.Delay = &metav1.Duration{Duration: d}
+	return w
+}
+func (w *TaskWrapper) TTLAfterFinished(s int32) *TaskWrapper {
+	w.Spec.TTLSecondsAfterFinished = ptr.To(s)
+	return w
+}
+func (w *TaskWrapper) Cancel() *TaskWrapper { w.Spec.Cancel = true; return w }
+
+// Payload sets the payload to v encoded as JSON.
+func (w *TaskWrapper) Payload(v any) *TaskWrapper {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	w.Spec.Payload = &runtime.RawExtension{Raw: raw}
+	return w
+}
+
+// Obj returns the Task.
+func (w *TaskWrapper) Obj() *dtqv1alpha1.Task { return &w.Task }
+
+// QueueWrapper builds a Queue.
+type QueueWrapper struct{ dtqv1alpha1.Queue }
+
+// MakeQueue returns a Queue with the API's defaults left to the server.
+func MakeQueue(name, namespace string) *QueueWrapper {
+	return &QueueWrapper{dtqv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}}
+}
+
+func (w *QueueWrapper) Replicas(min, max int32) *QueueWrapper {
+	w.Spec.Scaling.MinReplicas = ptr.To(min)
+	w.Spec.Scaling.MaxReplicas = max
+	return w
+}
+func (w *QueueWrapper) TargetBacklog(n int32) *QueueWrapper {
+	w.Spec.Scaling.TargetBacklogPerWorker = n
+	return w
+}
+func (w *QueueWrapper) Timeouts(visibility, heartbeat time.Duration) *QueueWrapper {
+	w.Spec.VisibilityTimeout = metav1.Duration{Duration: visibility}
+	w.Spec.HeartbeatInterval = metav1.Duration{Duration: heartbeat}
+	return w
+}
+func (w *QueueWrapper) Paused(p bool) *QueueWrapper { w.Spec.Paused = p; return w }
+
+// Obj returns the Queue.
+func (w *QueueWrapper) Obj() *dtqv1alpha1.Queue { return &w.Queue }
