@@ -1,0 +1,110 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+)
+
+var ctx = context.Background()
+
+type env struct {
+	t     *testing.T
+	b     *Broker
+	rdb   *redis.Client
+	clock *clocktesting.FakeClock
+	q     QueueRef
+}
+
+// newEnv starts a private redis-server and a queue "ns/q" with cfg (defaults
+// when nil).
+func newEnv(t *testing.T, mutate ...func(*QueueConfig)) *env {
+	t.Helper()
+	srv := redistest.Start(t)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	e := &env{t: t, b: New(srv.Client(), WithClock(clk)), rdb: srv.Client(), clock: clk, q: QueueRef{Namespace: "ns", Name: "q"}}
+	cfg := DefaultQueueConfig()
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	if err := e.b.EnsureQueue(ctx, e.q, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) submit(req SubmitRequest) (SubmitResult, error) {
+	e.t.Helper()
+	if req.Type == "" {
+		req.Type = "demo"
+	}
+	return e.b.Submit(ctx, e.q, req)
+}
+
+func (e *env) mustSubmit(req SubmitRequest) TaskInfo {
+	e.t.Helper()
+	r, err := e.submit(req)
+	if err != nil {
+		e.t.Fatalf("submit: %v", err)
+	}
+	return r.Task
+}
+
+// deliver reads one entry and starts it; it fails when there is nothing to run.
+func (e *env) deliver(consumer string) (Delivery, TaskInfo) {
+	e.t.Helper()
+	ds, err := e.b.Read(ctx, e.q, consumer, 1, 0)
+	if err != nil || len(ds) != 1 {
+		e.t.Fatalf("read: %v %v", ds, err)
+	}
+	sr, err := e.b.Start(ctx, e.q, consumer, ds[0])
+	if err != nil || !sr.Run {
+		e.t.Fatalf("start: %+v %v", sr, err)
+	}
+	return ds[0], sr.Task
+}
+
+func (e *env) complete(d Delivery, out Outcome) State {
+	e.t.Helper()
+	s, err := e.b.Complete(ctx, e.q, d, out)
+	if err != nil {
+		e.t.Fatalf("complete: %v", err)
+	}
+	return s
+}
+
+func (e *env) record(key string) IdempotencyRecord {
+	e.t.Helper()
+	r, err := e.b.Idempotency(ctx, e.q, key)
+	if err != nil {
+		e.t.Fatalf("idempotency record %q: %v", key, err)
+	}
+	return r
+}
+
+func (e *env) task(id string) TaskInfo {
+	e.t.Helper()
+	ti, err := e.b.GetTask(ctx, e.q, id)
+	if err != nil {
+		e.t.Fatalf("get task %s: %v", id, err)
+	}
+	return ti
+}
+
+func wantCode(t *testing.T, err error, code Code) *Error {
+	t.Helper()
+	var be *Error
+	if !errors.As(err, &be) || be.Code != code {
+		t.Fatalf("err = %v, want code %s", err, code)
+	}
+	return be
+}
+
+func raw(s string) json.RawMessage { return json.RawMessage(s) }
