@@ -103,7 +103,7 @@ var _ = Describe("CRD validation", Ordered, func() {
 
 	DescribeTable("keeps the Task spec immutable except cancel",
 		func(name string, mutate func(*dtqv1alpha1.Task), field string) {
-			t := testutil.MakeTask(name, ns).Key("k-"+name).Payload(map[string]any{"n": 1}).Obj()
+			t := testutil.MakeTask(name, ns).Key("k-" + name).Payload(map[string]any{"n": 1}).Obj()
 			Expect(k8sClient.Create(ctx, t)).To(Succeed())
 			mutate(t)
 			err := k8sClient.Update(ctx, t)

@@ -57,6 +57,10 @@ func IsRetryable(err error) bool {
 	return r
 }
 
+// Classify returns whether a handler error is retryable (see IsRetryable) and
+// the error class a Server records for it (one of the Class* constants).
+func Classify(err error) (retryable bool, class string) { return classify(err) }
+
 // classify returns whether err is retryable and its class.
 func classify(err error) (bool, string) {
 	var re *retryableError
