@@ -196,7 +196,6 @@ func (s *Server) Run(ctx context.Context) error {
 	stop := make(chan struct{})
 	var fg sync.WaitGroup
 	goLoop(&fg, func() { s.readLoop(stop) })
-	goLoop(&fg, func() { s.reclaimLoop(stop) })
 	goLoop(&fg, func() { s.schedulerLoop(stop) })
 
 	<-ctx.Done()
@@ -330,9 +329,13 @@ func (s *Server) release(n int) {
 
 // readLoop holds one slot per entry it asks for, so it never reads more than
 // the free slots (the original prefetched per band). The read blocks in Redis,
-// so an idle worker picks up a new entry as soon as it is added.
+// so an idle worker picks up a new entry as soon as it is added. Every
+// max(0.5s, visibility timeout/2), jittered, the slots first go to reclaiming
+// entries idle longer than the visibility timeout (a dead worker's).
 func (s *Server) readLoop(stop <-chan struct{}) {
 	bo := newBackoff()
+	period := max(500*time.Millisecond, s.cfg.VisibilityTimeout/2)
+	nextReclaim := time.Now().Add(jitter(period, 0.2))
 	for {
 		select {
 		case s.sem <- struct{}{}:
@@ -349,9 +352,25 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 		for n < s.cfg.Concurrency && s.tryAcquire() {
 			n++
 		}
+		if time.Now().After(nextReclaim) {
+			nextReclaim = time.Now().Add(jitter(period, 0.2))
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			ds, err := s.b.Reclaim(ctx, s.q, s.cfg.WorkerID, s.cfg.VisibilityTimeout, n)
+			cancel()
+			if err != nil {
+				s.log.Warn("reclaim", "err", err)
+			}
+			for _, d := range ds {
+				s.log.Info("reclaimed entry", "task_id", d.TaskID, "entry_attempt", d.Attempt)
+			}
+			if len(ds) > 0 {
+				s.dispatchAll(ds, n)
+				continue
+			}
+		}
 		began := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), readBlock+opTimeout)
-		ds, err := s.b.Read(ctx, s.q, s.cfg.WorkerID, n, readBlock)
+		ds, err := s.b.Read(ctx, s.q, s.cfg.WorkerID, n, min(readBlock, max(time.Millisecond, time.Until(nextReclaim))))
 		cancel()
 		if err != nil {
 			s.release(n)
@@ -363,9 +382,9 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 		}
 		bo.reset()
 		s.dispatchAll(ds, n)
-		if len(ds) == 0 && time.Since(began) < readBlock/4 {
-			// Read returned at once with nothing (a paused queue): do not spin.
-			if !sleepStop(stop, readBlock/4) {
+		if len(ds) == 0 && time.Since(began) < time.Millisecond {
+			// Read returned at once with nothing: do not spin.
+			if !sleepStop(stop, 10*time.Millisecond) {
 				return
 			}
 		}
@@ -383,36 +402,6 @@ func (s *Server) dispatchAll(ds []broker.Delivery, n int) {
 	}
 	if len(ds) < n {
 		s.release(n - len(ds))
-	}
-}
-
-// reclaimLoop takes over entries idle longer than the visibility timeout (a
-// dead worker's), as many as there are free slots.
-func (s *Server) reclaimLoop(stop <-chan struct{}) {
-	period := max(500*time.Millisecond, s.cfg.VisibilityTimeout/2)
-	for {
-		if !sleepStop(stop, jitter(period, 0.2)) {
-			return
-		}
-		n := 0
-		for n < s.cfg.Concurrency && s.tryAcquire() {
-			n++
-		}
-		if n == 0 {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		ds, err := s.b.Reclaim(ctx, s.q, s.cfg.WorkerID, s.cfg.VisibilityTimeout, n)
-		cancel()
-		if err != nil {
-			s.release(n)
-			s.log.Warn("reclaim", "err", err)
-			continue
-		}
-		for _, d := range ds {
-			s.log.Info("reclaimed entry", "task_id", d.TaskID, "entry_attempt", d.Attempt)
-		}
-		s.dispatchAll(ds, n)
 	}
 }
 

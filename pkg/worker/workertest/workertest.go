@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -214,6 +215,7 @@ type Harness struct {
 	srv    *worker.Server
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once
 }
 
 // StartServer ensures the queue (EnsureQueue) and runs a worker.Server for h on
@@ -251,16 +253,17 @@ func (h *Harness) Options() Options { return h.opts }
 
 // Stop drains the server (as on SIGTERM) and waits for Run to return.
 func (h *Harness) Stop() {
-	h.cancel()
-	select {
-	case err, ok := <-h.done:
-		if ok && err != nil {
-			h.tb.Errorf("workertest: Run: %v", err)
+	h.once.Do(func() {
+		h.cancel()
+		select {
+		case err := <-h.done:
+			if err != nil {
+				h.tb.Errorf("workertest: Run: %v", err)
+			}
+		case <-time.After(h.opts.DrainTimeout + 15*time.Second):
+			h.tb.Errorf("workertest: server did not stop within the drain timeout")
 		}
-		close(h.done)
-	case <-time.After(h.opts.DrainTimeout + 15*time.Second):
-		h.tb.Errorf("workertest: server did not stop within the drain timeout")
-	}
+	})
 }
 
 // SubmitOptions are the optional fields of a submission.
@@ -276,9 +279,17 @@ type SubmitOptions struct {
 // idempotency key).
 func (h *Harness) Submit(taskType string, payload any, so SubmitOptions) string {
 	h.tb.Helper()
+	return Submit(h.tb, h.rdb, h.opts, taskType, payload, so)
+}
+
+// Submit adds a task to the queue of o (after EnsureQueue with the same o)
+// without a running server, e.g. to pre-load a backlog, and returns its id.
+func Submit(tb testing.TB, rdb redis.UniversalClient, o Options, taskType string, payload any, so SubmitOptions) string {
+	tb.Helper()
+	o = o.withDefaults()
 	raw, err := json.Marshal(payload)
 	if err != nil {
-		h.tb.Fatalf("workertest: marshal payload: %v", err)
+		tb.Fatalf("workertest: marshal payload: %v", err)
 	}
 	if payload == nil {
 		raw = json.RawMessage("{}")
@@ -293,9 +304,9 @@ func (h *Harness) Submit(taskType string, payload any, so SubmitOptions) string 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := h.b.Submit(ctx, h.q, req)
+	res, err := broker.New(rdb).Submit(ctx, broker.QueueRef{Namespace: o.Namespace, Name: o.Queue}, req)
 	if err != nil {
-		h.tb.Fatalf("workertest: submit %s: %v", taskType, err)
+		tb.Fatalf("workertest: submit %s: %v", taskType, err)
 	}
 	return res.Task.ID
 }

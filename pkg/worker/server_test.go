@@ -1,0 +1,360 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/worker"
+	"github.com/dtq-dev/dtq/pkg/worker/workertest"
+)
+
+const waitFor = 20 * time.Second
+
+func demoServer(t *testing.T, o workertest.Options) (*workertest.Harness, *redis.Client) {
+	t.Helper()
+	rdb := redistest.Start(t).Client()
+	mux := worker.NewMux()
+	demo.Register(mux, rdb)
+	return workertest.StartServer(t, rdb, mux, o), rdb
+}
+
+func qref(h *workertest.Harness) broker.QueueRef {
+	return broker.QueueRef{Namespace: h.Options().Namespace, Name: h.Queue()}
+}
+
+// The original's demo: 100 of 100 echo tasks succeed with their payload as result.
+func TestEchoHundred(t *testing.T) {
+	t.Parallel()
+	h, _ := demoServer(t, workertest.Options{Concurrency: 8})
+	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = h.Submit(demo.Echo, map[string]int{"n": i}, workertest.SubmitOptions{})
+	}
+	for i, id := range ids {
+		st := h.Wait(id, waitFor)
+		if st.State != "Succeeded" || st.Attempt != 1 {
+			t.Fatalf("task %d: state %s attempt %d err %q", i, st.State, st.Attempt, st.LastError)
+		}
+		var got map[string]int
+		if err := json.Unmarshal(st.Result, &got); err != nil || got["n"] != i {
+			t.Fatalf("task %d: result %s", i, st.Result)
+		}
+	}
+}
+
+func TestFlakySucceedsOnAttemptThree(t *testing.T) {
+	t.Parallel()
+	h, _ := demoServer(t, workertest.Options{})
+	id := h.Submit(demo.Flaky, demo.FlakyPayload{FailTimes: 2}, workertest.SubmitOptions{MaxAttempts: 5})
+	st := h.Wait(id, waitFor)
+	if st.State != "Succeeded" || st.Attempt != 3 {
+		t.Fatalf("state %s attempt %d err %q", st.State, st.Attempt, st.LastError)
+	}
+	if !strings.Contains(string(st.Result), `"attempt":3`) {
+		t.Fatalf("result %s", st.Result)
+	}
+	assertMetric(t, h, `dtq_worker_tasks_retried_total{queue="default/`+h.Queue()+`",task_type="flaky"} 2`)
+}
+
+// A permanent error dead-letters at once, whatever maxAttempts says, and the
+// idempotency record moves to failed.
+func TestFailDeadLettersAndRecordFailed(t *testing.T) {
+	t.Parallel()
+	h, rdb := demoServer(t, workertest.Options{})
+	id := h.Submit(demo.Fail, nil, workertest.SubmitOptions{MaxAttempts: 3, IdempotencyKey: "fail-1"})
+	st := h.Wait(id, waitFor)
+	if st.State != "DeadLettered" || st.Attempt != 1 || st.ErrorClass != worker.ClassPermanent {
+		t.Fatalf("state %s attempt %d class %q err %q", st.State, st.Attempt, st.ErrorClass, st.LastError)
+	}
+	rec, err := broker.New(rdb).Idempotency(context.Background(), qref(h), "fail-1")
+	if err != nil || rec.State != broker.IdempotencyFailed || rec.TaskID != id {
+		t.Fatalf("idempotency record %+v, %v", rec, err)
+	}
+	assertMetric(t, h, `dtq_worker_tasks_dead_lettered_total{queue="default/`+h.Queue()+`",task_type="fail"} 1`)
+}
+
+// Retryable failures exhaust maxAttempts and then dead-letter.
+func TestRetryableExhaustsMaxAttempts(t *testing.T) {
+	t.Parallel()
+	h, _ := demoServer(t, workertest.Options{})
+	id := h.Submit(demo.Flaky, demo.FlakyPayload{FailTimes: 10}, workertest.SubmitOptions{MaxAttempts: 3})
+	st := h.Wait(id, waitFor)
+	if st.State != "DeadLettered" || st.Attempt != 3 || st.ErrorClass != worker.ClassRetryable {
+		t.Fatalf("state %s attempt %d class %q", st.State, st.Attempt, st.ErrorClass)
+	}
+}
+
+func TestDuplicateKeyRunsOnce(t *testing.T) {
+	t.Parallel()
+	h, rdb := demoServer(t, workertest.Options{})
+	p := demo.CounterPayload{Name: "dup"}
+	id1 := h.Submit(demo.Counter, p, workertest.SubmitOptions{IdempotencyKey: "k1"})
+	st := h.Wait(id1, waitFor)
+	id2 := h.Submit(demo.Counter, p, workertest.SubmitOptions{IdempotencyKey: "k1"})
+	if id1 != id2 {
+		t.Fatalf("duplicate key made a second task: %s vs %s", id1, id2)
+	}
+	if st.State != "Succeeded" {
+		t.Fatalf("state %s err %q", st.State, st.LastError)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n, _ := rdb.Get(context.Background(), demo.CounterKeyPrefix+"dup").Int(); n != 1 {
+		t.Fatalf("counter = %d, want 1", n)
+	}
+}
+
+func TestCancelRunningTaskThroughContext(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	var sawCancel atomic.Bool
+	started := make(chan struct{}, 1)
+	mux := worker.NewMux()
+	mux.HandleFunc("wait", func(ctx context.Context, t *worker.Task) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		sawCancel.Store(true)
+		return nil, ctx.Err()
+	})
+	h := workertest.StartServer(t, rdb, mux, workertest.Options{})
+	id := h.Submit("wait", nil, workertest.SubmitOptions{})
+	select {
+	case <-started:
+	case <-time.After(waitFor):
+		t.Fatal("handler did not start")
+	}
+	state, err := broker.New(rdb).Cancel(context.Background(), qref(h), id)
+	if err != nil || state != broker.StateRunning {
+		t.Fatalf("cancel: %s %v", state, err)
+	}
+	st := h.Wait(id, waitFor)
+	if st.State != "Cancelled" || !sawCancel.Load() {
+		t.Fatalf("state %s, handler saw cancel %v", st.State, sawCancel.Load())
+	}
+}
+
+// A handler that overruns its timeout is retried, and the retry runs.
+func TestTimeoutRetries(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	mux := worker.NewMux()
+	var causes sync.Map
+	mux.HandleFunc("slow-once", func(ctx context.Context, t *worker.Task) (any, error) {
+		if t.Attempt == 1 {
+			<-ctx.Done()
+			causes.Store(t.Attempt, context.Cause(ctx))
+			return nil, ctx.Err()
+		}
+		return "ok", nil
+	})
+	h := workertest.StartServer(t, rdb, mux, workertest.Options{})
+	id := h.Submit("slow-once", nil, workertest.SubmitOptions{Timeout: 200 * time.Millisecond, MaxAttempts: 3})
+	st := h.Wait(id, waitFor)
+	if st.State != "Succeeded" || st.Attempt != 2 {
+		t.Fatalf("state %s attempt %d err %q", st.State, st.Attempt, st.LastError)
+	}
+	if c, _ := causes.Load(1); !errors.Is(c.(error), context.DeadlineExceeded) {
+		t.Fatalf("attempt 1 cause %v", c)
+	}
+	assertMetric(t, h, `dtq_worker_tasks_retried_total{queue="default/`+h.Queue()+`",task_type="slow-once"} 1`)
+}
+
+func TestPermanentKinds(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	var ran atomic.Int32
+	mux := worker.NewMux()
+	mux.HandleFunc("panic", func(ctx context.Context, t *worker.Task) (any, error) { ran.Add(1); panic("boom") })
+	mux.HandleFunc("skip", func(ctx context.Context, t *worker.Task) (any, error) {
+		ran.Add(1)
+		return nil, worker.Retryable(fmt.Errorf("looks transient but: %w", worker.SkipRetry))
+	})
+	mux.HandleFunc("ctx-canceled", func(ctx context.Context, t *worker.Task) (any, error) {
+		ran.Add(1)
+		return nil, context.Canceled // not our cancel: permanent
+	})
+	mux.Handle("typed", worker.Typed(func(ctx context.Context, t *worker.Task, p struct{ N int }) (any, error) {
+		ran.Add(1)
+		return p.N, nil
+	}))
+	h := workertest.StartServer(t, rdb, mux, workertest.Options{})
+	cases := []struct {
+		typ, payload, class string
+		runs                int32
+	}{
+		{"panic", `{}`, worker.ClassPanic, 1},
+		{"skip", `{}`, worker.ClassSkipRetry, 1},
+		{"ctx-canceled", `{}`, worker.ClassPermanent, 1},
+		{"typed", `{"N":"not a number"}`, worker.ClassSkipRetry, 0},
+		{"no-such-type", `{}`, worker.ClassUnknownType, 0},
+	}
+	for _, c := range cases {
+		before := ran.Load()
+		id := h.Submit(c.typ, json.RawMessage(c.payload), workertest.SubmitOptions{MaxAttempts: 5})
+		st := h.Wait(id, waitFor)
+		if st.State != "DeadLettered" || st.Attempt != 1 || st.ErrorClass != c.class {
+			t.Errorf("%s: state %s attempt %d class %q err %q", c.typ, st.State, st.Attempt, st.ErrorClass, st.LastError)
+		}
+		if got := ran.Load() - before; got != c.runs {
+			t.Errorf("%s: handler ran %d times, want %d", c.typ, got, c.runs)
+		}
+	}
+	if h.Server().Status() == worker.StatusStopped {
+		t.Fatal("a panic stopped the server")
+	}
+}
+
+// Drain budget exhausted: the interrupted task is not acknowledged; a second
+// worker reclaims it after the visibility timeout and finishes it on attempt 2.
+func TestDrainBudgetLeavesWorkUnacked(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	started := make(chan int, 4)
+	mux := worker.NewMux()
+	mux.HandleFunc("long", func(ctx context.Context, t *worker.Task) (any, error) {
+		started <- t.Attempt
+		if t.Attempt == 1 {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return "done", nil
+	})
+	o := workertest.Options{VisibilityTimeout: time.Second, HeartbeatInterval: 200 * time.Millisecond, DrainTimeout: 300 * time.Millisecond}
+	a := workertest.StartServer(t, rdb, mux, o)
+	id := a.Submit("long", nil, workertest.SubmitOptions{})
+	if at := <-started; at != 1 {
+		t.Fatalf("first attempt %d", at)
+	}
+	t0 := time.Now()
+	a.Stop()
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Fatalf("drain took %s with a 300ms budget", d)
+	}
+	if st := a.Get(id); st.State != "Running" {
+		t.Fatalf("after interrupted drain: state %s, want Running (unacked)", st.State)
+	}
+	o.Queue = a.Queue()
+	b := workertest.StartServer(t, rdb, mux, o)
+	st := b.Wait(id, waitFor)
+	if st.State != "Succeeded" || st.Attempt != 2 || st.WorkerID != b.Server().WorkerID() {
+		t.Fatalf("state %s attempt %d worker %s", st.State, st.Attempt, st.WorkerID)
+	}
+}
+
+// Never more deliveries than slots: with concurrency 2 and ten long tasks, only
+// two entries are ever pending for the worker.
+func TestNoPrefetchBeyondSlots(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	release := make(chan struct{})
+	var running, peak atomic.Int32
+	mux := worker.NewMux()
+	mux.HandleFunc("hold", func(ctx context.Context, t *worker.Task) (any, error) {
+		n := running.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		defer running.Add(-1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil, nil
+	})
+	o := workertest.Options{Queue: workertest.NewQueueName(), Concurrency: 2}
+	workertest.EnsureQueue(t, rdb, o)
+	ids := make([]string, 10)
+	for i := range ids {
+		ids[i] = workertest.Submit(t, rdb, o, "hold", nil, workertest.SubmitOptions{Priority: i})
+	}
+	h := workertest.StartServer(t, rdb, mux, o)
+	deadline := time.Now().Add(waitFor)
+	for running.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	stats, err := broker.New(rdb).Stats(context.Background(), qref(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.InFlight != 2 {
+		t.Fatalf("in flight %d with 2 slots (stats %+v)", stats.InFlight, stats)
+	}
+	// Strict priority: the two running are the highest bands (9 and 8).
+	for _, id := range ids[8:] {
+		if st := h.Get(id); st.State != "Running" {
+			t.Errorf("task at priority %s is %s, want Running", id, st.State)
+		}
+	}
+	close(release)
+	for _, id := range ids {
+		if st := h.Wait(id, waitFor); st.State != "Succeeded" {
+			t.Fatalf("state %s", st.State)
+		}
+	}
+	if peak.Load() > 2 {
+		t.Fatalf("peak concurrency %d > 2", peak.Load())
+	}
+}
+
+func TestMetricsNoIDsInLabels(t *testing.T) {
+	t.Parallel()
+	h, _ := demoServer(t, workertest.Options{})
+	id := h.Submit(demo.Echo, map[string]string{"secret": "payload-value"}, workertest.SubmitOptions{})
+	h.Wait(id, waitFor)
+	body := scrape(t, h)
+	for _, want := range []string{
+		`dtq_worker_tasks_started_total{queue="default/` + h.Queue() + `",task_type="echo"} 1`,
+		`dtq_worker_tasks_succeeded_total{queue="default/` + h.Queue() + `",task_type="echo"} 1`,
+		`dtq_worker_task_execution_seconds_count{queue="default/` + h.Queue() + `",task_type="echo"} 1`,
+		`dtq_worker_task_wait_seconds_count{queue="default/` + h.Queue() + `",task_type="echo"} 1`,
+		`dtq_worker_inflight{queue="default/` + h.Queue() + `"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(body, id) || strings.Contains(body, "payload-value") {
+		t.Fatal("metrics contain a task id or payload")
+	}
+}
+
+func scrape(t *testing.T, h *workertest.Harness) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.Server().MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func assertMetric(t *testing.T, h *workertest.Harness, line string) {
+	t.Helper()
+	// The metric is updated after Complete returns; give it a moment.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		body := scrape(t, h)
+		if strings.Contains(body, line) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %q", line)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
