@@ -1,0 +1,471 @@
+package broker
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// 200 goroutines submit the same (queue, key) at once, 20 rounds: exactly one
+// task per round; every loser gets in-progress or a replay with the winner's id.
+func TestConcurrentSubmitSameKey(t *testing.T) {
+	e := newEnv(t)
+	for round := range 20 {
+		key := "round-" + string(rune('a'+round))
+		type res struct {
+			id  string
+			new bool
+			err error
+		}
+		out := make([]res, 200)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range out {
+			wg.Go(func() {
+				<-start
+				r, err := e.b.Submit(ctx, e.q, SubmitRequest{Type: "demo", IdempotencyKey: key})
+				if err != nil {
+					out[i] = res{err: err}
+					if be, ok := err.(*Error); ok {
+						out[i].id = be.TaskID
+					}
+					return
+				}
+				out[i] = res{id: r.Task.ID, new: !r.Duplicate}
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := ""
+		for _, r := range out {
+			if r.new {
+				if winner != "" {
+					t.Fatalf("round %d: two tasks created (%s, %s)", round, winner, r.id)
+				}
+				winner = r.id
+			}
+		}
+		if winner == "" {
+			t.Fatalf("round %d: no task created", round)
+		}
+		for _, r := range out {
+			if r.new {
+				continue
+			}
+			if r.err != nil && CodeOf(r.err) != CodeIdempotencyInProgress {
+				t.Fatalf("round %d: loser error %v", round, r.err)
+			}
+			if r.id != winner {
+				t.Fatalf("round %d: loser saw task %q, winner %q", round, r.id, winner)
+			}
+		}
+	}
+	if st, _ := e.b.Stats(ctx, e.q); st.Depth != 20 {
+		t.Fatalf("depth %d, want 20", st.Depth)
+	}
+}
+
+// Crash window: a worker runs the handler but dies before Complete. After the
+// visibility timeout another consumer reclaims the entry, the attempt is
+// counted, and the record stays processing until the completion.
+func TestCrashWindowReclaimCountsAttempt(t *testing.T) {
+	const visibility = 200 * time.Millisecond
+	e := newEnv(t, func(c *QueueConfig) { c.VisibilityTimeout = visibility })
+	ti := e.mustSubmit(SubmitRequest{IdempotencyKey: "k"})
+	e.deliver("dead-worker") // never completed
+	if ds, _ := e.b.Reclaim(ctx, e.q, "peer", visibility, 10); len(ds) != 0 {
+		t.Fatalf("reclaimed before the visibility timeout: %v", ds)
+	}
+	var ds []Delivery
+	deadline := time.Now().Add(5 * time.Second)
+	for len(ds) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		ds, _ = e.b.Reclaim(ctx, e.q, "peer", visibility, 10)
+	}
+	if len(ds) != 1 || !ds[0].Reclaimed || ds[0].TaskID != ti.ID {
+		t.Fatalf("reclaim: %+v", ds)
+	}
+	sr, err := e.b.Start(ctx, e.q, "peer", ds[0])
+	if err != nil || !sr.Run || sr.Task.Attempt != 2 || sr.Task.WorkerID != "peer" {
+		t.Fatalf("start after reclaim: %+v %v", sr, err)
+	}
+	if r := e.record("k"); r.State != IdempotencyProcessing {
+		t.Fatalf("record before completion: %+v", r)
+	}
+	if s := e.complete(ds[0], Outcome{}); s != StateSucceeded {
+		t.Fatal(s)
+	}
+	if r := e.record("k"); r.State != IdempotencyCompleted {
+		t.Fatalf("record after completion: %+v", r)
+	}
+	if st, _ := e.b.Stats(ctx, e.q); st.Depth != 0 || st.InFlight != 0 {
+		t.Fatalf("entry left behind: %+v", st)
+	}
+}
+
+// A task that kills its worker every time ends dead-lettered after maxAttempts
+// executions (original defect 4: crash loops must be bounded).
+func TestCrashLoopIsBoundedByMaxAttempts(t *testing.T) {
+	e := newEnv(t)
+	ti := e.mustSubmit(SubmitRequest{IdempotencyKey: "k", MaxAttempts: 3})
+	e.deliver("w0")
+	for i := 1; ; i++ {
+		ds, err := e.b.Reclaim(ctx, e.q, "w", 0, 10)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("reclaim %d: %v %v", i, ds, err)
+		}
+		sr, _ := e.b.Start(ctx, e.q, "w", ds[0])
+		if i < 3 {
+			if !sr.Run || sr.Task.Attempt != i+1 {
+				t.Fatalf("redelivery %d: %+v", i, sr)
+			}
+			continue
+		}
+		if sr.Run || sr.Reason != "exhausted" || sr.Task.State != StateDeadLettered {
+			t.Fatalf("redelivery %d should exhaust: %+v", i, sr)
+		}
+		break
+	}
+	if r := e.record("k"); r.State != IdempotencyFailed {
+		t.Fatalf("%+v", r)
+	}
+	dl, _ := e.b.DeadLetters(ctx, e.q, 10)
+	if len(dl) != 1 || dl[0].TaskID != ti.ID || dl[0].Attempts != 3 {
+		t.Fatalf("dead letters %+v", dl)
+	}
+	if st, _ := e.b.Stats(ctx, e.q); st.Depth != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+// Duplicate entries are absorbed, never run twice as new work.
+func TestDuplicateEntryAbsorbed(t *testing.T) {
+	e := newEnv(t)
+	ti := e.mustSubmit(SubmitRequest{Priority: 3})
+	e.rdb.XAdd(ctx, redisXAdd{stream: keysFor(e.q).stream(3), id: ti.ID}.args())
+	ds, _ := e.b.Read(ctx, e.q, "c", 10, 0)
+	if len(ds) != 2 {
+		t.Fatalf("%v", ds)
+	}
+	first, _ := e.b.Start(ctx, e.q, "c", ds[0])
+	second, _ := e.b.Start(ctx, e.q, "c", ds[1])
+	if !first.Run || second.Run || second.Reason != "duplicate" {
+		t.Fatalf("first %+v second %+v", first, second)
+	}
+	// A stale entry of an earlier attempt is absorbed too.
+	e.complete(ds[0], Outcome{Err: "x", Retryable: true})
+	e.clock.Step(time.Minute)
+	e.b.PromoteDue(ctx, e.q, 10)
+	e.rdb.XAdd(ctx, redisXAdd{stream: keysFor(e.q).stream(3), id: ti.ID}.args())
+	ds, _ = e.b.Read(ctx, e.q, "c", 10, 0)
+	var ran int
+	for _, d := range ds {
+		if sr, _ := e.b.Start(ctx, e.q, "c", d); sr.Run {
+			ran++
+			if sr.Task.Attempt != 2 {
+				t.Fatalf("%+v", sr.Task)
+			}
+		}
+	}
+	if ran != 1 {
+		t.Fatalf("ran %d of %d entries", ran, len(ds))
+	}
+}
+
+// Retry with backoff through the schedule: Retrying -> (due) Queued attempt+1.
+func TestRetryBackoffAndPromote(t *testing.T) {
+	e := newEnv(t)
+	ti := e.mustSubmit(SubmitRequest{IdempotencyKey: "k"})
+	d, _ := e.deliver("c")
+	e.complete(d, Outcome{Err: "line1\nline2", ErrorClass: "Flaky", Retryable: true})
+	got := e.task(ti.ID)
+	delay := got.AvailableAt.Sub(e.clock.Now())
+	if got.State != StateRetrying || delay < 800*time.Millisecond || delay > 1200*time.Millisecond || got.LastError != "line1 line2" {
+		t.Fatalf("after retryable failure: %+v (delay %v)", got, delay)
+	}
+	if n, next, _ := e.b.PromoteDue(ctx, e.q, 10); n != 0 || !next.Equal(got.AvailableAt) {
+		t.Fatalf("promoted early: %d %v", n, next)
+	}
+	e.clock.Step(2 * time.Second)
+	if n, next, _ := e.b.PromoteDue(ctx, e.q, 10); n != 1 || !next.IsZero() {
+		t.Fatalf("promote: %d %v", n, next)
+	}
+	d, run := e.deliver("c")
+	if run.Attempt != 2 {
+		t.Fatalf("attempt %d", run.Attempt)
+	}
+	e.complete(d, Outcome{})
+	// The last attempt's retryable failure is final.
+	e.mustSubmit(SubmitRequest{MaxAttempts: 1})
+	d, _ = e.deliver("c")
+	if s := e.complete(d, Outcome{Err: "x", Retryable: true}); s != StateDeadLettered {
+		t.Fatal(s)
+	}
+}
+
+// A Retrying task whose TTL passed ends Expired on promotion (original defect 3).
+func TestRetryingTaskExpiresOnPromote(t *testing.T) {
+	e := newEnv(t)
+	ti := e.mustSubmit(SubmitRequest{IdempotencyKey: "k", ExpiresAt: e.clock.Now().Add(1500 * time.Millisecond)})
+	d, _ := e.deliver("c")
+	e.complete(d, Outcome{Err: "x", Retryable: true})
+	e.clock.Step(5 * time.Second)
+	if n, _, _ := e.b.PromoteDue(ctx, e.q, 10); n != 0 {
+		t.Fatalf("moved %d", n)
+	}
+	if got := e.task(ti.ID); got.State != StateExpired {
+		t.Fatalf("%+v", got)
+	}
+	if r := e.record("k"); r.State != IdempotencyFailed {
+		t.Fatalf("%+v", r)
+	}
+	if st, _ := e.b.Stats(ctx, e.q); st.Scheduled != 0 || st.Depth != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestDelayedTask(t *testing.T) {
+	e := newEnv(t)
+	ti := e.mustSubmit(SubmitRequest{NotBefore: e.clock.Now().Add(time.Minute)})
+	if ti.State != StatePending {
+		t.Fatal(ti.State)
+	}
+	if ds, _ := e.b.Read(ctx, e.q, "c", 1, 0); len(ds) != 0 {
+		t.Fatalf("delivered early %v", ds)
+	}
+	if s, err := e.b.Cancel(ctx, e.q, e.mustSubmit(SubmitRequest{NotBefore: e.clock.Now().Add(time.Second)}).ID); s != StateCancelled || err != nil {
+		t.Fatal(s, err)
+	}
+	e.clock.Step(time.Minute)
+	if n, _, _ := e.b.PromoteDue(ctx, e.q, 10); n != 1 {
+		t.Fatalf("moved %d", n)
+	}
+	_, run := e.deliver("c")
+	if run.ID != ti.ID || run.Attempt != 1 {
+		t.Fatalf("%+v", run)
+	}
+}
+
+// Read returns at most count entries in total (XREADGROUP COUNT is per stream,
+// original defect 8), p9 first, and every entry read is delivered.
+func TestReadCapsTotalAndDrainsP9First(t *testing.T) {
+	e := newEnv(t)
+	for _, p := range []int{1, 9, 5, 9, 1, 5} {
+		e.mustSubmit(SubmitRequest{Priority: p})
+	}
+	ds, err := e.b.Read(ctx, e.q, "c", 3, 0)
+	if err != nil || len(ds) != 3 || ds[0].Band != 9 || ds[1].Band != 9 || ds[2].Band != 5 {
+		t.Fatalf("%+v %v", ds, err)
+	}
+	if st, _ := e.b.Stats(ctx, e.q); st.InFlight != 3 || st.Queued != 3 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestReadBlocksUntilSubmit(t *testing.T) {
+	e := newEnv(t)
+	got := make(chan []Delivery, 1)
+	go func() {
+		ds, _ := e.b.Read(ctx, e.q, "c", 5, 5*time.Second)
+		got <- ds
+	}()
+	time.Sleep(50 * time.Millisecond)
+	e.mustSubmit(SubmitRequest{})
+	select {
+	case ds := <-got:
+		if len(ds) != 1 {
+			t.Fatalf("%v", ds)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("Read did not wake up on a new entry")
+	}
+	if ds, _ := e.b.Read(ctx, e.q, "c", 5, 20*time.Millisecond); len(ds) != 0 {
+		t.Fatalf("%v", ds)
+	}
+}
+
+func TestPauseStopsDelivery(t *testing.T) {
+	e := newEnv(t)
+	e.mustSubmit(SubmitRequest{})
+	if err := e.b.Pause(ctx, e.q); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := e.b.Paused(ctx, e.q); !p {
+		t.Fatal("not paused")
+	}
+	if ds, _ := e.b.Read(ctx, e.q, "c", 1, 0); len(ds) != 0 {
+		t.Fatalf("paused queue delivered %v", ds)
+	}
+	if st, _ := e.b.Stats(ctx, e.q); !st.Paused || st.Queued != 1 {
+		t.Fatalf("%+v", st)
+	}
+	e.b.Resume(ctx, e.q)
+	e.deliver("c")
+}
+
+func TestEventsStream(t *testing.T) {
+	e := newEnv(t)
+	ti := e.mustSubmit(SubmitRequest{})
+	d, _ := e.deliver("c")
+	e.complete(d, Outcome{})
+	e.b.Pause(ctx, e.q)
+	evs, err := e.b.ReadEvents(ctx, e.q, "0", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, ev := range evs {
+		types = append(types, string(ev.Type))
+	}
+	want := "TaskQueued TaskStarted TaskSucceeded QueuePaused"
+	if strings.Join(types, " ") != want || evs[0].TaskID != ti.ID || !evs[0].At.Equal(e.clock.Now()) {
+		t.Fatalf("events %v, want %s", evs, want)
+	}
+	if more, _ := e.b.ReadEvents(ctx, e.q, evs[len(evs)-1].ID, 100, 10*time.Millisecond); len(more) != 0 {
+		t.Fatalf("%v", more)
+	}
+}
+
+func TestDeadLetterAdmin(t *testing.T) {
+	e := newEnv(t)
+	var ids []string
+	for range 3 {
+		ti := e.mustSubmit(SubmitRequest{})
+		d, _ := e.deliver("c")
+		e.complete(d, Outcome{Err: "bad", ErrorClass: "Permanent"})
+		ids = append(ids, ti.ID)
+	}
+	dl, _ := e.b.DeadLetters(ctx, e.q, 10)
+	if len(dl) != 3 || dl[0].TaskID != ids[2] || dl[0].LastError != "bad" {
+		t.Fatalf("%+v", dl)
+	}
+	if err := e.b.Discard(ctx, e.q, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, e.b.Discard(ctx, e.q, ids[0]), CodeDLQEntryNotFound)
+	if e.task(ids[0]).State != StateDeadLettered {
+		t.Fatal("discard changed the task state")
+	}
+	live := e.mustSubmit(SubmitRequest{})
+	_, err := e.b.Requeue(ctx, e.q, live.ID)
+	wantCode(t, err, CodeTaskConflict)
+	_, err = e.b.Requeue(ctx, e.q, "nope")
+	wantCode(t, err, CodeTaskNotFound)
+	if n, err := e.b.PurgeDeadLetters(ctx, e.q); err != nil || n != 2 {
+		t.Fatalf("purged %d %v", n, err)
+	}
+	if st, _ := e.b.Stats(ctx, e.q); st.DeadLettered != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestCancelStates(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.b.Cancel(ctx, e.q, "missing")
+	wantCode(t, err, CodeTaskNotFound)
+	ti := e.mustSubmit(SubmitRequest{})
+	d, _ := e.deliver("c")
+	e.complete(d, Outcome{})
+	_, err = e.b.Cancel(ctx, e.q, ti.ID)
+	wantCode(t, err, CodeTaskTerminal)
+	// A cancel requested while the entry sat in a worker's buffer wins at Start.
+	ti = e.mustSubmit(SubmitRequest{})
+	ds, _ := e.b.Read(ctx, e.q, "c", 1, 0)
+	e.b.Cancel(ctx, e.q, ti.ID)
+	if sr, _ := e.b.Start(ctx, e.q, "c", ds[0]); sr.Run || sr.Task.State != StateCancelled {
+		t.Fatalf("%+v", sr)
+	}
+	if st, _ := e.b.Stats(ctx, e.q); st.Depth != 0 || st.InFlight != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestSubmitValidation(t *testing.T) {
+	e := newEnv(t, func(c *QueueConfig) { c.MaxPayloadBytes = 16 })
+	for name, req := range map[string]SubmitRequest{
+		"no type":      {},
+		"bad id":       {Type: "t", ID: "a b"},
+		"array":        {Type: "t", Payload: raw(`[1]`)},
+		"invalid json": {Type: "t", Payload: raw(`{`)},
+		"priority":     {Type: "t", Priority: 10},
+		"attempts":     {Type: "t", MaxAttempts: 11},
+		"timeout":      {Type: "t", Timeout: 2 * time.Hour},
+		"long key":     {Type: "t", IdempotencyKey: strings.Repeat("k", 257)},
+	} {
+		_, err := e.b.Submit(ctx, e.q, req)
+		if CodeOf(err) != CodeInvalidTask {
+			t.Errorf("%s: %v, want INVALID_TASK", name, err)
+		}
+	}
+	_, err := e.submit(SubmitRequest{Payload: raw(`{"a": "0123456789abcdef"}`)})
+	if be := wantCode(t, err, CodePayloadTooLarge); be.Limit != 16 {
+		t.Fatal(be)
+	}
+	_, err = e.b.Submit(ctx, QueueRef{Namespace: "ns", Name: "missing"}, SubmitRequest{Type: "t"})
+	wantCode(t, err, CodeQueueNotFound)
+	// The controller's path: the same ID twice ingests once.
+	a := e.mustSubmit(SubmitRequest{ID: "uid-1"})
+	r, err := e.submit(SubmitRequest{ID: "uid-1"})
+	if err != nil || !r.Duplicate || r.Task.ID != a.ID {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
+
+func TestResultTruncated(t *testing.T) {
+	e := newEnv(t, func(c *QueueConfig) { c.ResultMaxBytes = 10 })
+	ti := e.mustSubmit(SubmitRequest{})
+	d, _ := e.deliver("c")
+	e.complete(d, Outcome{Result: raw(`{"long":"0123456789"}`)})
+	got := e.task(ti.ID)
+	if !got.ResultTruncated || string(got.Result) != `"{\"long\":\"0"` {
+		t.Fatalf("result %s truncated=%v", got.Result, got.ResultTruncated)
+	}
+	if ttl := e.rdb.PTTL(ctx, keysFor(e.q).result(ti.ID)).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Fatalf("result TTL %v", ttl)
+	}
+}
+
+func TestWorkersAndRemoveConsumer(t *testing.T) {
+	e := newEnv(t)
+	w := WorkerInfo{ID: "w1", Hostname: "h", Concurrency: 4, Status: "ready", StartedAt: e.clock.Now()}
+	if err := e.b.Heartbeat(ctx, e.q, w, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ws, _ := e.b.Workers(ctx, e.q)
+	if len(ws) != 1 || ws[0].ID != "w1" || ws[0].Concurrency != 4 || !ws[0].LastHeartbeat.Equal(e.clock.Now()) {
+		t.Fatalf("%+v", ws)
+	}
+	if ttl := e.rdb.PTTL(ctx, keysFor(e.q).worker("w1")).Val(); ttl <= 2*time.Second || ttl > 3*time.Second {
+		t.Fatalf("heartbeat TTL %v", ttl)
+	}
+	e.mustSubmit(SubmitRequest{})
+	d, _ := e.deliver("w1")
+	wantCode(t, e.b.RemoveConsumer(ctx, e.q, "w1"), CodeConsumerBusy)
+	e.complete(d, Outcome{})
+	if err := e.b.RemoveConsumer(ctx, e.q, "w1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQueueConfigRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	got, err := e.b.QueueConfig(ctx, e.q)
+	if err != nil || got != DefaultQueueConfig() {
+		t.Fatalf("%+v %v", got, err)
+	}
+	_, err = e.b.QueueConfig(ctx, QueueRef{Namespace: "x", Name: "y"})
+	wantCode(t, err, CodeQueueNotFound)
+	if err := e.b.EnsureQueue(ctx, QueueRef{Namespace: "a}", Name: "b"}, DefaultQueueConfig()); err == nil {
+		t.Fatal("accepted a queue name that breaks the hash tag")
+	}
+}
+
+// redisXAdd appends a raw dispatch entry, as a duplicate would appear.
+type redisXAdd struct{ stream, id string }
+
+func (x redisXAdd) args() *redis.XAddArgs {
+	return &redis.XAddArgs{Stream: x.stream, Values: []any{"t", x.id, "a", "1"}}
+}
