@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/worker/workertest"
+)
+
+// These tests build the real binary and run it as worker processes.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	binDir    string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func workerBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "dtq-worker-bin")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "worker")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+	err    error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startWorker runs the binary with the DTQ_* contract variables.
+func startWorker(t *testing.T, srv *redistest.Server, o workertest.Options, id string, extra ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(workerBinary(t))
+	cmd.Env = append(os.Environ(),
+		"DTQ_REDIS_URL="+srv.URL(),
+		"DTQ_QUEUE_NAMESPACE="+o.Namespace,
+		"DTQ_QUEUE_NAME="+o.Queue,
+		fmt.Sprintf("DTQ_WORKER_CONCURRENCY=%d", o.Concurrency),
+		"DTQ_VISIBILITY_TIMEOUT="+o.VisibilityTimeout.String(),
+		"DTQ_HEARTBEAT_INTERVAL="+o.HeartbeatInterval.String(),
+		"DTQ_DRAIN_TIMEOUT="+o.DrainTimeout.String(),
+		"DTQ_WORKER_ID="+id,
+		"DTQ_METRICS_ADDR=0",
+		"DTQ_LOG_LEVEL=info",
+	)
+	cmd.Env = append(cmd.Env, extra...)
+	p := &proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("worker %s output:\n%s", id, p.out.String())
+		}
+	})
+	return p
+}
+
+func options() workertest.Options {
+	return workertest.Options{
+		Namespace: "default", Queue: workertest.NewQueueName(), Concurrency: 4,
+		VisibilityTimeout: time.Second, HeartbeatInterval: 250 * time.Millisecond, DrainTimeout: 10 * time.Second,
+		RetryBaseDelay: 50 * time.Millisecond, RetryMaxDelay: time.Second, DefaultTimeout: 30 * time.Second,
+	}
+}
+
+func getTask(t *testing.T, rdb redis.UniversalClient, o workertest.Options, id string) broker.TaskInfo {
+	t.Helper()
+	ti, err := broker.New(rdb).GetTask(context.Background(), broker.QueueRef{Namespace: o.Namespace, Name: o.Queue}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ti
+}
+
+func waitState(t *testing.T, rdb redis.UniversalClient, o workertest.Options, id string, timeout time.Duration, ok func(broker.TaskInfo) bool) broker.TaskInfo {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ti := getTask(t, rdb, o, id)
+		if ok(ti) {
+			return ti
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s (%s): still %s attempt %d worker %s err %q", id, ti.Type, ti.State, ti.Attempt, ti.WorkerID, ti.LastError)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func terminal(ti broker.TaskInfo) bool { return ti.State.Terminal() }
+
+// SIGKILL in the middle of work: a second worker finishes the tasks on attempt 2
+// after the visibility timeout, idempotency records go processing -> completed,
+// and the counter done inside IdempotentOperation counts once.
+func TestCrashRedeliveryAfterSIGKILL(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	o := options()
+	workertest.EnsureQueue(t, rdb, o)
+	q := broker.QueueRef{Namespace: o.Namespace, Name: o.Queue}
+	b := broker.New(rdb)
+
+	a := startWorker(t, srv, o, "worker-a")
+	sleepID := workertest.Submit(t, rdb, o, demo.Sleep, demo.SleepPayload{Seconds: 2}, workertest.SubmitOptions{IdempotencyKey: "sleep-1"})
+	counterID := workertest.Submit(t, rdb, o, demo.Counter, demo.CounterPayload{Name: "crash", HoldSeconds: 2},
+		workertest.SubmitOptions{IdempotencyKey: "counter-1"})
+
+	running := func(ti broker.TaskInfo) bool { return ti.State == broker.StateRunning && ti.WorkerID == "worker-a" }
+	waitState(t, rdb, o, sleepID, 20*time.Second, running)
+	waitState(t, rdb, o, counterID, 20*time.Second, running)
+	// The counter's increment happens inside IdempotentOperation before the hold.
+	deadline := time.Now().Add(10 * time.Second)
+	for n, _ := rdb.Get(context.Background(), demo.CounterKeyPrefix+"crash").Int(); n != 1; n, _ = rdb.Get(context.Background(), demo.CounterKeyPrefix+"crash").Int() {
+		if time.Now().After(deadline) {
+			t.Fatalf("counter never reached 1 (%d)", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, k := range []string{"sleep-1", "counter-1"} {
+		if rec, err := b.Idempotency(context.Background(), q, k); err != nil || rec.State != broker.IdempotencyProcessing {
+			t.Fatalf("record %s before crash: %+v %v", k, rec, err)
+		}
+	}
+
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.exited
+	startWorker(t, srv, o, "worker-b")
+
+	for _, id := range []string{sleepID, counterID} {
+		ti := waitState(t, rdb, o, id, 30*time.Second, terminal)
+		if ti.State != broker.StateSucceeded || ti.Attempt != 2 || ti.WorkerID != "worker-b" {
+			t.Fatalf("task %s (%s): %s attempt %d worker %s err %q", id, ti.Type, ti.State, ti.Attempt, ti.WorkerID, ti.LastError)
+		}
+	}
+	for _, k := range []string{"sleep-1", "counter-1"} {
+		if rec, err := b.Idempotency(context.Background(), q, k); err != nil || rec.State != broker.IdempotencyCompleted {
+			t.Fatalf("record %s after redelivery: %+v %v", k, rec, err)
+		}
+	}
+	if n, _ := rdb.Get(context.Background(), demo.CounterKeyPrefix+"crash").Int(); n != 1 {
+		t.Fatalf("counter = %d after the crash redelivery, want 1", n)
+	}
+	if res := string(getTask(t, rdb, o, counterID).Result); res != `{"ran":false,"value":1}` {
+		t.Fatalf("counter result %s: want the stored value without a second run", res)
+	}
+}
+
+// A handler that kills its worker every time is dead-lettered after maxAttempts
+// instead of looping; a supervisor (like the kubelet) keeps restarting workers.
+func TestCrashLoopEndsDeadLettered(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	o := options()
+	workertest.EnsureQueue(t, rdb, o)
+	id := workertest.Submit(t, rdb, o, demo.Crash, nil, workertest.SubmitOptions{MaxAttempts: 3})
+	echoID := workertest.Submit(t, rdb, o, demo.Echo, map[string]int{"after": 1}, workertest.SubmitOptions{Priority: 1})
+
+	starts := 0
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		ti := getTask(t, rdb, o, id)
+		if ti.State.Terminal() {
+			if ti.State != broker.StateDeadLettered || ti.Attempt > 3 {
+				t.Fatalf("crash task: %s attempt %d", ti.State, ti.Attempt)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("crash task still %s at attempt %d after %d worker starts", ti.State, ti.Attempt, starts)
+		}
+		if starts > 5 {
+			t.Fatalf("worker restarted %d times for a task with maxAttempts 3", starts)
+		}
+		p := startWorker(t, srv, o, fmt.Sprintf("crashy-%d", starts), "DTQ_DEMO_CRASH=true")
+		starts++
+		select {
+		case <-p.exited:
+		case <-time.After(5 * time.Second): // no crash: the task may have ended
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			<-p.exited
+		}
+	}
+	// The queue keeps working after the poison task.
+	startWorker(t, srv, o, "healthy", "DTQ_DEMO_CRASH=true")
+	if ti := waitState(t, rdb, o, echoID, 20*time.Second, terminal); ti.State != broker.StateSucceeded {
+		t.Fatalf("echo after crash loop: %s", ti.State)
+	}
+}
+
+// SIGTERM during work: in-flight tasks finish within the drain budget, unread
+// entries stay in the stream and run on another worker, and every task id
+// submitted ends Succeeded exactly once on its first attempt.
+func TestSIGTERMDrainLosesNothing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	o := options()
+	o.Concurrency = 2
+	o.DrainTimeout = 8 * time.Second
+	workertest.EnsureQueue(t, rdb, o)
+
+	const n = 10
+	ids := map[string]bool{}
+	for range n {
+		ids[workertest.Submit(t, rdb, o, demo.Sleep, demo.SleepPayload{Seconds: 1}, workertest.SubmitOptions{})] = true
+	}
+	a := startWorker(t, srv, o, "drain-a")
+	// Wait until both slots are busy, then SIGTERM.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		busy := 0
+		for id := range ids {
+			if ti := getTask(t, rdb, o, id); ti.State == broker.StateRunning {
+				busy++
+			}
+		}
+		if busy == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("worker a never had two tasks running")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sent := time.Now()
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.exited:
+	case <-time.After(o.DrainTimeout + 5*time.Second):
+		t.Fatal("worker a did not exit after SIGTERM within its drain budget")
+	}
+	if a.err != nil {
+		t.Fatalf("worker a exit: %v", a.err)
+	}
+	t.Logf("worker a drained in %s", time.Since(sent))
+
+	byA, queued := 0, 0
+	for id := range ids {
+		ti := getTask(t, rdb, o, id)
+		switch {
+		case ti.State == broker.StateSucceeded && ti.WorkerID == "drain-a":
+			byA++
+		case ti.State == broker.StateQueued:
+			queued++
+		default:
+			t.Fatalf("after drain task %s is %s (worker %s): neither finished by a nor left queued", id, ti.State, ti.WorkerID)
+		}
+	}
+	if byA < 2 || byA+queued != n {
+		t.Fatalf("a finished %d, %d left queued, of %d", byA, queued, n)
+	}
+	stats, err := broker.New(rdb).Stats(context.Background(), broker.QueueRef{Namespace: o.Namespace, Name: o.Queue})
+	if err != nil || stats.InFlight != 0 {
+		t.Fatalf("after drain: in flight %d (%v)", stats.InFlight, err)
+	}
+
+	startWorker(t, srv, o, "drain-b")
+	out := map[string]bool{}
+	for id := range ids {
+		ti := waitState(t, rdb, o, id, 30*time.Second, terminal)
+		if ti.State != broker.StateSucceeded || ti.Attempt != 1 {
+			t.Fatalf("task %s: %s attempt %d", id, ti.State, ti.Attempt)
+		}
+		out[id] = true
+	}
+	if len(out) != n {
+		t.Fatalf("%d of %d tasks came out", len(out), n)
+	}
+}
