@@ -1,0 +1,127 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/worker"
+)
+
+type receipt struct {
+	Charge int `json:"charge"`
+}
+
+func TestIdempotentOperationOnceAndStoredResult(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	var runs atomic.Int32
+	fn := func(ctx context.Context) (receipt, error) { return receipt{Charge: int(runs.Add(1))}, nil }
+
+	ran, r, err := worker.IdempotentOperation(ctx, rdb, "op:1", time.Hour, fn)
+	if err != nil || !ran || r.Charge != 1 {
+		t.Fatalf("first: ran %v result %+v err %v", ran, r, err)
+	}
+	ran, r, err = worker.IdempotentOperation(ctx, rdb, "op:1", time.Hour, fn)
+	if err != nil || ran || r.Charge != 1 || runs.Load() != 1 {
+		t.Fatalf("second: ran %v result %+v err %v runs %d", ran, r, err, runs.Load())
+	}
+	if ttl := rdb.PTTL(ctx, "op:1").Val(); ttl < 59*time.Minute {
+		t.Fatalf("stored result ttl %s, want the full hour", ttl)
+	}
+}
+
+func TestIdempotentOperationConcurrentCallersRunOnce(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	var runs atomic.Int32
+	var wg sync.WaitGroup
+	results := make([]int, 10)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, r, err := worker.IdempotentOperation(context.Background(), rdb, "op:c", time.Hour, func(ctx context.Context) (int, error) {
+				time.Sleep(100 * time.Millisecond)
+				return int(runs.Add(1)) * 10, nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = r
+		}()
+	}
+	wg.Wait()
+	if runs.Load() != 1 {
+		t.Fatalf("fn ran %d times", runs.Load())
+	}
+	for _, r := range results {
+		if r != 10 {
+			t.Fatalf("a caller got %d, want the stored 10", r)
+		}
+	}
+}
+
+func TestIdempotentOperationFailureReleasesKey(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	boom := errors.New("downstream said no")
+	ran, _, err := worker.IdempotentOperation(ctx, rdb, "op:f", time.Hour, func(ctx context.Context) (string, error) { return "", boom })
+	if !ran || !errors.Is(err, boom) {
+		t.Fatalf("ran %v err %v", ran, err)
+	}
+	if n := rdb.Exists(ctx, "op:f").Val(); n != 0 {
+		t.Fatal("a failed fn left its key")
+	}
+	ran, r, err := worker.IdempotentOperation(ctx, rdb, "op:f", time.Hour, func(ctx context.Context) (string, error) { return "second", nil })
+	if !ran || r != "second" || err != nil {
+		t.Fatalf("retry: ran %v %q %v", ran, r, err)
+	}
+}
+
+// A holder that died inside fn (its lease record stays, nobody renews it) blocks
+// the key only until the lease lapses.
+func TestIdempotentOperationCrashedHolderBlocksOnlyTheLease(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	// What a crashed holder leaves behind.
+	rdb.HSet(ctx, "op:x", "state", "running", "token", "dead-holder")
+	rdb.PExpire(ctx, "op:x", 400*time.Millisecond)
+	t0 := time.Now()
+	ran, r, err := worker.IdempotentOperation(ctx, rdb, "op:x", time.Hour, func(ctx context.Context) (int, error) { return 7, nil })
+	if !ran || r != 7 || err != nil {
+		t.Fatalf("ran %v %d %v", ran, r, err)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Fatalf("waited %s for a 400ms lease", d)
+	}
+	// A live holder renews its lease beyond its length.
+	var runs atomic.Int32
+	ran, _, err = worker.IdempotentOperation(ctx, rdb, "op:long", time.Hour, func(ctx context.Context) (int, error) {
+		runs.Add(1)
+		select {
+		case <-time.After(700 * time.Millisecond):
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+		return 1, nil
+	}, worker.WithLease(200*time.Millisecond))
+	if !ran || err != nil || runs.Load() != 1 {
+		t.Fatalf("long fn with renewals: ran %v err %v", ran, err)
+	}
+	// A waiter gives up with its context.
+	rdb.HSet(ctx, "op:held", "state", "running", "token", "someone")
+	rdb.PExpire(ctx, "op:held", time.Minute)
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, _, err := worker.IdempotentOperation(cctx, rdb, "op:held", time.Hour, func(ctx context.Context) (int, error) { return 0, nil }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiter: %v", err)
+	}
+}
