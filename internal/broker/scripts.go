@@ -101,7 +101,15 @@ func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 //	{"busy", task id}                              record processing
 //	{"full", depth, limit}                         nothing written
 //	{"new", state, max attempts, timeout ms}
-var submitScript = script(`
+//
+// It is the hot path, so it carries only the helpers it needs instead of luaLib.
+var submitScript = redis.NewScript(`
+local P = ARGV[1]
+local function k_task(id) return P .. "task:" .. id end
+local function k_result(id) return P .. "result:" .. id end
+local function record(id, state, nowtxt)
+  return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
+end
 local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms", "idem_ttl_ms", "task_ttl_ms")
 if not cfg[1] then return {"notfound"} end
 if tonumber(ARGV[6]) > tonumber(cfg[2]) then return {"toolarge", cfg[2]} end
@@ -138,11 +146,10 @@ redis.call("HSET", KEYS[2], "id", id, "type", ARGV[7], "payload", ARGV[8], "ikey
 if state == "Pending" then
   redis.call("ZADD", KEYS[4], ARGV[12], id)
 else
-  local msg = redis.call("XADD", KEYS[5 + tonumber(ARGV[9])], "*", "t", id, "a", 1)
-  redis.call("HSET", KEYS[2], "msg", msg)
+  redis.call("HSET", KEYS[2], "msg", redis.call("XADD", KEYS[5 + tonumber(ARGV[9])], "*", "t", id, "a", 1))
 end
 redis.call("PEXPIRE", KEYS[2], cfg[6])
-event("TaskQueued", id, 1, ARGV[4])
+redis.call("XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*", "type", "TaskQueued", "task", id, "attempt", 1, "at", ARGV[4])
 return {"new", state, maxAttempts, timeout}
 `)
 

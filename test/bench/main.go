@@ -1,0 +1,129 @@
+// Command bench compares dtq's engine with a peer queue (asynq) on one fresh
+// redis-server, same task count, payload and producers, and prints a table.
+//
+//	go run ./test/bench                  (from the repository root: cd test/bench && go run .)
+//	go run . -tasks 100000 -producers 16 -run Submission
+//
+// Cases register themselves with register (see submission.go), so other files
+// can add groups (e.g. a worker drain benchmark) without touching this one.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Params are shared by every case of a run.
+type Params struct {
+	Addr      string // redis-server host:port, flushed before each case
+	Tasks     int
+	Producers int
+	Payload   []byte
+}
+
+// Case measures one operation for dtq and for the peer.
+type Case struct {
+	Group string // section of docs/benchmarks.md, e.g. "Submission"
+	Name  string
+	// Run returns how many operations took how long, for dtq and for the peer.
+	Dtq, Peer func(ctx context.Context, p Params) (ops int, d time.Duration, err error)
+}
+
+var cases []Case
+
+func register(c Case) { cases = append(cases, c) }
+
+func main() {
+	tasks := flag.Int("tasks", 50000, "tasks per case")
+	producers := flag.Int("producers", 16, "concurrent producers")
+	run := flag.String("run", "", "regexp selecting groups or case names")
+	addr := flag.String("addr", "", "use this redis-server (it is flushed!) instead of starting one")
+	flag.Parse()
+	sel := regexp.MustCompile(*run)
+
+	if *addr == "" {
+		srv, err := startRedis()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer srv.stop()
+		*addr = srv.addr
+	}
+	p := Params{Addr: *addr, Tasks: *tasks, Producers: *producers,
+		Payload: []byte(`{"order_id":"0000000000","amount":1234,"currency":"EUR","note":"benchmark payload"}`)}
+	rdb := redis.NewClient(&redis.Options{Addr: *addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	ver, _ := rdb.Info(ctx, "server").Result()
+
+	fmt.Printf("tasks=%d producers=%d payload=%dB redis=%s\n\n", p.Tasks, p.Producers, len(p.Payload), redisVersion(ver))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "group\tcase\tdtq ops/s\tasynq ops/s\tdtq/asynq\t")
+	for _, c := range cases {
+		if !sel.MatchString(c.Group + "/" + c.Name) {
+			continue
+		}
+		rate := func(f func(context.Context, Params) (int, time.Duration, error)) float64 {
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			n, d, err := f(ctx, p)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s/%s: %v\n", c.Group, c.Name, err)
+				os.Exit(1)
+			}
+			return float64(n) / d.Seconds()
+		}
+		ours, peer := rate(c.Dtq), rate(c.Peer)
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.2f\t\n", c.Group, c.Name, ours, peer, ours/peer)
+	}
+	tw.Flush()
+}
+
+func redisVersion(info string) string {
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+// parallel runs fn(i) for i in [0, n) on producers goroutines and times it.
+func parallel(n, producers int, fn func(i int) error) (time.Duration, error) {
+	errs := make(chan error, producers)
+	next := make(chan int, producers*4)
+	start := time.Now()
+	for range producers {
+		go func() {
+			var first error
+			for i := range next {
+				if err := fn(i); err != nil && first == nil {
+					first = err
+				}
+			}
+			errs <- first
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var err error
+	for range producers {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	return time.Since(start), err
+}

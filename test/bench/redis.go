@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// server is a private redis-server (no persistence) on a free loopback port.
+// internal/testutil/redistest needs a testing.TB, so this command has its own
+// tiny starter.
+type server struct {
+	addr string
+	cmd  *exec.Cmd
+}
+
+func startRedis() (*server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found: run `make redis` (installs it with apt) or install Redis 7")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd}
+	c := redis.NewClient(&redis.Options{Addr: s.addr})
+	defer c.Close()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c.Ping(context.Background()).Err() == nil {
+			return s, nil
+		}
+	}
+	s.stop()
+	return nil, fmt.Errorf("redis-server on %s did not start", s.addr)
+}
+
+func (s *server) stop() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() }
