@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/worker"
+)
+
+// Workers: drain of a pre-submitted backlog of no-op tasks with 32 execution
+// slots (dtq: one pkg/worker Server with Concurrency 32; asynq: one Server with
+// Concurrency 32), and idle latency from submit to handler start over sequential
+// tasks (p50/p99 printed after the table row). Submission is untimed.
+func init() {
+	register(Case{Group: "Workers", Name: "drain 20k no-op, 32 slots", Dtq: dtqDrain, Peer: asynqDrain})
+	register(Case{Group: "Workers", Name: "idle latency (seq tasks/s)", Dtq: dtqLatency, Peer: asynqLatency})
+}
+
+const (
+	drainTasks   = 20000
+	drainSlots   = 32
+	latencyTasks = 200
+)
+
+var workerQueue = broker.QueueRef{Namespace: "bench", Name: "workers"}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func dtqQueue(ctx context.Context, rdb redis.UniversalClient, depth int) (*broker.Broker, error) {
+	b := broker.New(rdb)
+	cfg := broker.DefaultQueueConfig()
+	cfg.MaxDepth = int64(depth) * 2
+	return b, b.EnsureQueue(ctx, workerQueue, cfg)
+}
+
+// dtqServer runs a worker.Server for h until the returned stop is called.
+func dtqServer(rdb redis.UniversalClient, h worker.Handler) (stop func(), err error) {
+	srv, err := worker.NewServer(worker.Config{Redis: rdb, Namespace: workerQueue.Namespace, Queue: workerQueue.Name,
+		Concurrency: drainSlots, Logger: quietLog()}, h)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }, nil
+}
+
+func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: drainSlots + 16})
+	defer rdb.Close()
+	b, err := dtqQueue(ctx, rdb, drainTasks)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := parallel(drainTasks, p.Producers, func(i int) error {
+		_, err := b.Submit(ctx, workerQueue, broker.SubmitRequest{Type: "noop", Payload: p.Payload, Priority: 5})
+		return err
+	}); err != nil {
+		return 0, 0, err
+	}
+	var n atomic.Int64
+	fin := make(chan struct{})
+	mux := worker.NewMux()
+	mux.HandleFunc("noop", func(ctx context.Context, t *worker.Task) (any, error) {
+		if n.Add(1) == drainTasks {
+			close(fin)
+		}
+		return nil, nil
+	})
+	start := time.Now()
+	stop, err := dtqServer(rdb, mux)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stop()
+	select {
+	case <-fin:
+	case <-time.After(5 * time.Minute):
+		return 0, 0, fmt.Errorf("dtq drain: %d of %d after 5m", n.Load(), drainTasks)
+	}
+	d := time.Since(start)
+	// Completion of the last tasks is part of the drain: wait until nothing is in flight.
+	for {
+		st, err := b.Stats(ctx, workerQueue)
+		if err != nil {
+			return 0, 0, err
+		}
+		if st.Depth == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d = time.Since(start)
+	return drainTasks, d, nil
+}
+
+func asynqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
+	c := asynq.NewClient(asynq.RedisClientOpt{Addr: p.Addr})
+	defer c.Close()
+	if _, err := parallel(drainTasks, p.Producers, func(i int) error {
+		_, err := c.EnqueueContext(ctx, asynq.NewTask("noop", p.Payload), asynq.Queue("workers"))
+		return err
+	}); err != nil {
+		return 0, 0, err
+	}
+	var n atomic.Int64
+	fin := make(chan struct{})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc("noop", func(ctx context.Context, t *asynq.Task) error {
+		if n.Add(1) == drainTasks {
+			close(fin)
+		}
+		return nil
+	})
+	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: p.Addr, PoolSize: drainSlots + 16}, asynq.Config{
+		Concurrency: drainSlots, Queues: map[string]int{"workers": 1}, LogLevel: asynq.FatalLevel})
+	start := time.Now()
+	if err := srv.Start(mux); err != nil {
+		return 0, 0, err
+	}
+	defer srv.Shutdown()
+	select {
+	case <-fin:
+	case <-time.After(5 * time.Minute):
+		return 0, 0, fmt.Errorf("asynq drain: %d of %d after 5m", n.Load(), drainTasks)
+	}
+	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: p.Addr})
+	defer insp.Close()
+	for {
+		qi, err := insp.GetQueueInfo("workers")
+		if err != nil {
+			return 0, 0, err
+		}
+		if qi.Pending == 0 && qi.Active == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return drainTasks, time.Since(start), nil
+}
+
+// latencies holds the last dtq run's sorted latencies until the asynq run prints both.
+var dtqLatencies []time.Duration
+
+func measureLatency(submit func(i int) error, started <-chan time.Time) ([]time.Duration, time.Duration, error) {
+	time.Sleep(1500 * time.Millisecond) // let the worker go idle (blocked / polling)
+	var ds []time.Duration
+	var total time.Duration
+	for i := range latencyTasks {
+		t0 := time.Now()
+		if err := submit(i); err != nil {
+			return nil, 0, err
+		}
+		select {
+		case t1 := <-started:
+			ds = append(ds, t1.Sub(t0))
+			total += time.Since(t0)
+		case <-time.After(30 * time.Second):
+			return nil, 0, fmt.Errorf("task %d not started after 30s", i)
+		}
+		time.Sleep(2 * time.Millisecond) // idle again before the next one
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds, total, nil
+}
+
+func pct(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
+}
+
+func dtqLatency(ctx context.Context, p Params) (int, time.Duration, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: drainSlots + 16})
+	defer rdb.Close()
+	b, err := dtqQueue(ctx, rdb, latencyTasks)
+	if err != nil {
+		return 0, 0, err
+	}
+	started := make(chan time.Time, 1)
+	mux := worker.NewMux()
+	mux.HandleFunc("ping", func(ctx context.Context, t *worker.Task) (any, error) { started <- time.Now(); return nil, nil })
+	stop, err := dtqServer(rdb, mux)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stop()
+	ds, total, err := measureLatency(func(i int) error {
+		_, err := b.Submit(ctx, workerQueue, broker.SubmitRequest{Type: "ping", Payload: p.Payload, Priority: 5})
+		return err
+	}, started)
+	dtqLatencies = ds
+	return latencyTasks, total, err
+}
+
+func asynqLatency(ctx context.Context, p Params) (int, time.Duration, error) {
+	c := asynq.NewClient(asynq.RedisClientOpt{Addr: p.Addr})
+	defer c.Close()
+	started := make(chan time.Time, 1)
+	mux := asynq.NewServeMux()
+	mux.HandleFunc("ping", func(ctx context.Context, t *asynq.Task) error { started <- time.Now(); return nil })
+	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: p.Addr}, asynq.Config{
+		Concurrency: drainSlots, Queues: map[string]int{"workers": 1}, LogLevel: asynq.FatalLevel})
+	if err := srv.Start(mux); err != nil {
+		return 0, 0, err
+	}
+	defer srv.Shutdown()
+	ds, total, err := measureLatency(func(i int) error {
+		_, err := c.EnqueueContext(ctx, asynq.NewTask("ping", p.Payload), asynq.Queue("workers"))
+		return err
+	}, started)
+	if err == nil {
+		fmt.Fprintf(os.Stdout, "\nWorkers idle latency, submit -> handler start, %d sequential tasks:\n", latencyTasks)
+		fmt.Fprintf(os.Stdout, "  dtq    p50 %8s  p99 %8s\n", pct(dtqLatencies, 0.50).Round(10*time.Microsecond), pct(dtqLatencies, 0.99).Round(10*time.Microsecond))
+		fmt.Fprintf(os.Stdout, "  asynq  p50 %8s  p99 %8s\n", pct(ds, 0.50).Round(10*time.Microsecond), pct(ds, 0.99).Round(10*time.Microsecond))
+		if a := pct(ds, 0.50); a > 0 {
+			fmt.Fprintf(os.Stdout, "  p50 ratio asynq/dtq %.0fx\n\n", float64(a)/float64(pct(dtqLatencies, 0.50)))
+		}
+	}
+	return latencyTasks, total, err
+}
