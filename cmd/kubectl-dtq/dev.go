@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dtq-dev/dtq/internal/devstack"
+)
+
+type devFlags struct {
+	dir, binDir, assetsDir, crdDir, workerImage, redisFsync string
+	samples                                                 []string
+	keepState, exitAfterReady, quiet                        bool
+	timeout                                                 time.Duration
+}
+
+func newDevCommand() *cobra.Command {
+	var f devFlags
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run dtq locally: control plane, Redis, operator and workers, with the samples applied",
+		Long: `dev runs the whole product on this machine, without a cluster or Docker:
+the envtest kube-apiserver and etcd, a private redis-server (AOF on), the CRDs,
+bin/manager, and a stand-in for the kubelet that runs every worker Deployment's
+replicas as local bin/worker processes (container images are ignored). It
+creates Queue default/default, applies the samples, writes the admin
+kubeconfig and prints one line:
+
+  dtq dev: ready, export KUBECONFIG=<dir>/kubeconfig
+
+then runs until Ctrl-C (or --timeout) and stops everything it started.
+Logs are in <dir>/logs. Run it from the repository root (make dev does).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dir, "dir", ".dev", "State directory: kubeconfig, etcd and Redis data, logs.")
+	fl.StringVar(&f.binDir, "bin-dir", "", "Directory with the manager and worker binaries (default: this binary's directory).")
+	fl.StringVar(&f.assetsDir, "assets-dir", "", "Directory with kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else <bin-dir>/k8s/<version>-<os>-<arch>).")
+	fl.StringVar(&f.crdDir, "crd-dir", "config/crd/bases", "Directory with the CRD manifests.")
+	fl.StringSliceVar(&f.samples, "samples", []string{"config/samples"}, "Directories whose YAML files are applied once the stack runs (empty for none).")
+	fl.StringVar(&f.workerImage, "worker-image", "ghcr.io/dtq-dev/dtq-worker:latest", "Worker image the manager puts in Deployments (the stand-in ignores it).")
+	fl.StringVar(&f.redisFsync, "redis-appendfsync", "everysec", "Redis AOF fsync policy: everysec or always.")
+	fl.BoolVar(&f.keepState, "keep-state", false, "Keep the etcd and Redis data of the previous run instead of starting fresh.")
+	fl.BoolVar(&f.exitAfterReady, "exit-after-ready", false, "Stop everything and exit 0 right after the ready line (a smoke test).")
+	fl.DurationVar(&f.timeout, "timeout", 0, "Stop everything and exit after this long once ready (0: run until Ctrl-C).")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "Print only the ready line and errors.")
+	return cmd
+}
+
+func runDev(f devFlags) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	if f.binDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		f.binDir = filepath.Dir(exe)
+	}
+	if f.assetsDir == "" {
+		f.assetsDir = os.Getenv("KUBEBUILDER_ASSETS")
+	}
+	if f.assetsDir == "" {
+		version := os.Getenv("K8S_VERSION")
+		if version == "" {
+			version = "1.37.2"
+		}
+		f.assetsDir = filepath.Join(f.binDir, "k8s", version+"-"+runtime.GOOS+"-"+runtime.GOARCH)
+	}
+	level := slog.LevelInfo
+	if f.quiet {
+		level = slog.LevelWarn
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	var samples []string
+	for _, s := range f.samples {
+		if s != "" {
+			samples = append(samples, s)
+		}
+	}
+	stack, err := devstack.Start(ctx, devstack.Options{
+		Dir:          f.dir,
+		AssetsDir:    f.assetsDir,
+		ManagerBin:   filepath.Join(f.binDir, "manager"),
+		WorkerBin:    filepath.Join(f.binDir, "worker"),
+		CRDDir:       f.crdDir,
+		SampleDirs:   samples,
+		DefaultQueue: true,
+		KeepState:    f.keepState,
+		WorkerImage:  f.workerImage,
+		RedisFsync:   f.redisFsync,
+		Log:          log,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("dtq dev: ready, export KUBECONFIG=%s\n", stack.Kubeconfig)
+
+	switch {
+	case f.exitAfterReady:
+	case f.timeout > 0:
+		select {
+		case <-ctx.Done():
+		case <-time.After(f.timeout):
+		}
+	default:
+		<-ctx.Done()
+	}
+	log.Info("Stopping the stack")
+	return stack.Stop()
+}

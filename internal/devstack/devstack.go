@@ -1,0 +1,390 @@
+// Package devstack runs dtq without a cluster: the envtest control plane
+// (kube-apiserver and etcd), a private redis-server with AOF persistence, the
+// manager binary, and a stand-in for the kubelet that runs each worker
+// Deployment's replicas as local processes of the worker binary. It backs
+// `kubectl-dtq dev` (make dev) and the end-to-end tests in test/e2e.
+//
+// Every process it starts runs in a process group of its own and is stopped,
+// group and all, by Stop; Leftovers finds any that survived.
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+)
+
+// Options configures Start. Paths may be relative to the working directory.
+type Options struct {
+	// Dir holds the stack's state: kubeconfig, etcd and Redis data, logs/.
+	Dir string
+	// AssetsDir holds kube-apiserver and etcd (envtestutil.AssetsDir()).
+	AssetsDir string
+	// ManagerBin and WorkerBin are the dtq binaries (make build puts them in bin/).
+	ManagerBin, WorkerBin string
+	// CRDDir holds the CRD manifests (config/crd/bases).
+	CRDDir string
+	// SampleDirs are applied once everything runs (config/samples).
+	SampleDirs []string
+	// DefaultQueue creates Queue default/default unless a sample defines it.
+	DefaultQueue bool
+	// KeepState reuses etcd and Redis data left in Dir by an earlier run;
+	// otherwise they are wiped at start.
+	KeepState bool
+	// WorkerImage is passed to the manager as --worker-image. The stand-in
+	// ignores images: every pod runs WorkerBin.
+	WorkerImage string
+	// ManagerArgs are extra manager flags.
+	ManagerArgs []string
+	// RedisFsync is the AOF appendfsync policy: "everysec" (default) or "always".
+	RedisFsync string
+	// Log receives the stack's progress; nil discards it.
+	Log *slog.Logger
+}
+
+// Stack is a running dev stack.
+type Stack struct {
+	// Dir is the absolute state directory.
+	Dir string
+	// Kubeconfig is the admin kubeconfig's path (<Dir>/kubeconfig).
+	Kubeconfig string
+	// Config and Client talk to the API server as admin.
+	Config *rest.Config
+	Client client.Client
+	// Scheme knows the core and dtq types.
+	Scheme *runtime.Scheme
+
+	opts    Options
+	log     *slog.Logger
+	env     *envtest.Environment
+	redis   *redisServer
+	manager *managerProcess
+	kubelet *kubelet
+	cancel  context.CancelFunc // stops the stand-in and its cache
+	stopped chan struct{}      // closed when the stand-in has stopped its pods
+	logs    []io.Closer
+
+	mu       sync.Mutex // serialises restarts and Stop
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// NewScheme returns a scheme with the core Kubernetes and dtq types.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(dtqv1alpha1.AddToScheme(s))
+	return s
+}
+
+// Start brings the stack up; on error it stops whatever it had started.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.RedisFsync == "" {
+		opts.RedisFsync = "everysec"
+	}
+	if opts.WorkerImage == "" {
+		opts.WorkerImage = "ghcr.io/dtq-dev/dtq-worker:latest"
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range []*string{&opts.AssetsDir, &opts.ManagerBin, &opts.WorkerBin, &opts.CRDDir} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkPrerequisites(opts); err != nil {
+		return nil, err
+	}
+	s := &Stack{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig"), Scheme: NewScheme(), opts: opts, log: opts.Log}
+	if err := s.start(ctx); err != nil {
+		return nil, errors.Join(err, s.Stop())
+	}
+	return s, nil
+}
+
+func checkPrerequisites(o Options) error {
+	var errs []error
+	for _, f := range []struct{ path, hint string }{
+		{filepath.Join(o.AssetsDir, "kube-apiserver"), "run `make envtest` (builds it once into bin/k8s) or set KUBEBUILDER_ASSETS"},
+		{filepath.Join(o.AssetsDir, "etcd"), "run `make envtest` or set KUBEBUILDER_ASSETS"},
+		{o.ManagerBin, "run `make build`"},
+		{o.WorkerBin, "run `make build`"},
+		{o.CRDDir, "run from the repository root or pass the CRD directory"},
+	} {
+		if _, err := os.Stat(f.path); err != nil {
+			errs = append(errs, fmt.Errorf("%s is missing: %s", f.path, f.hint))
+		}
+	}
+	if _, err := redisBinary(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Stack) start(ctx context.Context) error {
+	logDir := filepath.Join(s.Dir, "logs")
+	if !s.opts.KeepState {
+		for _, d := range []string{"etcd", "redis", "logs"} {
+			if err := os.RemoveAll(filepath.Join(s.Dir, d)); err != nil {
+				return err
+			}
+		}
+	}
+	// Certificates are regenerated on every start.
+	if err := os.RemoveAll(filepath.Join(s.Dir, "apiserver")); err != nil {
+		return err
+	}
+	for _, d := range []string{logDir, filepath.Join(s.Dir, "apiserver")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+
+	t0 := time.Now()
+	redisBin, _ := redisBinary()
+	s.redis = &redisServer{bin: redisBin, dataDir: filepath.Join(s.Dir, "redis"), logPath: filepath.Join(logDir, "redis.log"),
+		stackDir: s.Dir, fsync: s.opts.RedisFsync}
+	if err := s.redis.start(ctx); err != nil {
+		return err
+	}
+	s.log.Info("Redis running", "addr", s.redis.addr(), "aof", s.redis.dataDir)
+
+	if err := s.startControlPlane(logDir); err != nil {
+		return err
+	}
+	s.log.Info("Control plane running", "apiserver", s.Config.Host, "crds", s.opts.CRDDir)
+
+	s.manager = &managerProcess{bin: s.opts.ManagerBin, kubeconfig: s.Kubeconfig, logPath: filepath.Join(logDir, "manager.log"),
+		stackDir: s.Dir, redisURL: s.redis.url(), workerImage: s.opts.WorkerImage, extraArgs: s.opts.ManagerArgs}
+	if err := s.manager.start(ctx); err != nil {
+		return err
+	}
+	s.log.Info("Manager ready", "pid", s.manager.proc.pid(), "log", s.manager.logPath)
+
+	if err := s.startKubelet(ctx, logDir); err != nil {
+		return err
+	}
+	s.log.Info("Stand-in kubelet running", "worker", s.opts.WorkerBin)
+
+	if err := s.applySamples(ctx); err != nil {
+		return err
+	}
+	s.log.Info("Stack up", "took", time.Since(t0).Round(time.Millisecond).String())
+	return nil
+}
+
+func (s *Stack) startControlPlane(logDir string) error {
+	out, err := os.OpenFile(filepath.Join(logDir, "control-plane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	s.logs = append(s.logs, out)
+	etcdDir := filepath.Join(s.Dir, "etcd")
+	if err := os.MkdirAll(etcdDir, 0o700); err != nil {
+		return err
+	}
+	s.env = &envtest.Environment{
+		BinaryAssetsDirectory: s.opts.AssetsDir,
+		CRDDirectoryPaths:     []string{s.opts.CRDDir},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                s.Scheme,
+	}
+	s.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir, Out: out, Err: out}
+	s.env.ControlPlane.APIServer = &envtest.APIServer{CertDir: filepath.Join(s.Dir, "apiserver"), Out: out, Err: out}
+	cfg, err := s.env.Start()
+	if err != nil {
+		return fmt.Errorf("start the control plane (log: %s): %w", out.Name(), err)
+	}
+	s.Config = cfg
+	if err := os.WriteFile(s.Kubeconfig, s.env.KubeConfig, 0o600); err != nil {
+		return err
+	}
+	s.Client, err = client.New(cfg, client.Options{Scheme: s.Scheme})
+	return err
+}
+
+func (s *Stack) startKubelet(ctx context.Context, logDir string) error {
+	c, err := cache.New(s.Config, deploymentCacheOptions(s.Scheme))
+	if err != nil {
+		return err
+	}
+	s.kubelet = newKubelet(s.Client, c, s.opts.WorkerBin, s.Dir, logDir, s.log.With("component", "kubelet"))
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() { _ = c.Start(runCtx) }()
+	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer syncCancel()
+	if !c.WaitForCacheSync(syncCtx) {
+		return errors.New("the stand-in kubelet's Deployment cache did not sync")
+	}
+	if err := s.kubelet.watch(runCtx, c); err != nil {
+		return err
+	}
+	s.stopped = make(chan struct{})
+	go func() {
+		s.kubelet.run(runCtx)
+		close(s.stopped)
+	}()
+	return nil
+}
+
+// applySamples creates the default Queue (unless a sample defines it) and
+// applies the sample directories.
+func (s *Stack) applySamples(ctx context.Context) error {
+	var objs []*unstructured.Unstructured
+	for _, d := range s.opts.SampleDirs {
+		got, err := LoadManifests(d)
+		if err != nil {
+			return fmt.Errorf("load samples: %w", err)
+		}
+		objs = append(objs, got...)
+	}
+	if s.opts.DefaultQueue && !definesQueue(objs, "default", "default") {
+		q := &unstructured.Unstructured{}
+		q.SetAPIVersion(dtqv1alpha1.GroupVersion.String())
+		q.SetKind("Queue")
+		q.SetNamespace("default")
+		q.SetName("default")
+		objs = append([]*unstructured.Unstructured{q}, objs...)
+	}
+	if len(objs) == 0 {
+		return nil
+	}
+	// The CRDs were just installed; their REST mapping can lag by a moment.
+	var err error
+	for range 50 {
+		if err = Apply(ctx, s.Client, objs); err == nil || !meta.IsNoMatchError(errors.Unwrap(err)) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("Samples applied", "objects", len(objs))
+	return nil
+}
+
+func definesQueue(objs []*unstructured.Unstructured, ns, name string) bool {
+	for _, o := range objs {
+		if o.GetKind() == "Queue" && o.GetName() == name && (o.GetNamespace() == ns || o.GetNamespace() == "") {
+			return true
+		}
+	}
+	return false
+}
+
+// RedisAddr is the private redis-server's host:port.
+func (s *Stack) RedisAddr() string { return s.redis.addr() }
+
+// RedisURL is the Redis URL the manager and workers use.
+func (s *Stack) RedisURL() string { return s.redis.url() }
+
+// ManagerPID is the manager's process id (0 while it is not running).
+func (s *Stack) ManagerPID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.manager == nil || s.manager.proc == nil {
+		return 0
+	}
+	return s.manager.proc.pid()
+}
+
+// Pods lists the worker processes the stand-in runs.
+func (s *Stack) Pods() []PodInfo { return s.kubelet.pods() }
+
+// SignalPod sends sig to a worker pod's process group (SIGKILL simulates a
+// crash; the stand-in restarts the process like a kubelet would).
+func (s *Stack) SignalPod(namespace, name string, sig syscall.Signal) error {
+	return s.kubelet.signalPod(namespace, name, sig)
+}
+
+// RestartManager stops the manager with sig (SIGKILL at once, or SIGTERM with
+// a grace period), starts it again and waits until it is ready.
+func (s *Stack) RestartManager(ctx context.Context, sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sig == syscall.SIGKILL {
+		s.manager.proc.kill()
+	} else {
+		s.manager.stop()
+	}
+	s.manager.proc = nil
+	return s.manager.start(ctx)
+}
+
+// RestartRedis stops redis-server with sig (SIGKILL loses only what the AOF
+// policy had not synced; "always" loses nothing acknowledged), starts it
+// again on the same port with the same data and waits until it answers.
+func (s *Stack) RestartRedis(ctx context.Context, sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sig == syscall.SIGKILL {
+		s.redis.proc.kill()
+	} else {
+		s.redis.stop()
+	}
+	s.redis.proc = nil
+	return s.redis.start(ctx)
+}
+
+// Stop stops everything in the reverse order of start: worker processes
+// (SIGTERM, then SIGKILL after their grace period), the manager, the control
+// plane, Redis. It is safe to call more than once.
+func (s *Stack) Stop() error {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var errs []error
+		if s.cancel != nil {
+			s.cancel()
+			if s.stopped != nil {
+				<-s.stopped
+			}
+		}
+		if s.manager != nil {
+			s.manager.stop()
+		}
+		if s.env != nil {
+			if err := s.env.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stop the control plane: %w", err))
+			}
+		}
+		if s.redis != nil {
+			s.redis.stop()
+		}
+		for _, l := range s.logs {
+			_ = l.Close()
+		}
+		if left, err := Leftovers(s.Dir); err == nil && len(left) > 0 {
+			errs = append(errs, fmt.Errorf("processes survived the stack: %v", left))
+		}
+		s.stopErr = errors.Join(errs...)
+		s.log.Info("Stack stopped")
+	})
+	return s.stopErr
+}

@@ -1,0 +1,112 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+)
+
+// managerProcess is bin/manager run as a child process against the local
+// control plane and Redis.
+type managerProcess struct {
+	bin, kubeconfig, logPath, stackDir string
+	redisURL, workerImage              string
+	extraArgs                          []string
+	probePort                          int
+	proc                               *child
+}
+
+// args builds the command line. Flags the binary does not define yet (the
+// controllers add --worker-image and --worker-redis-url) are left out, so
+// the stack runs with any manager of this repository's history.
+func (m *managerProcess) args() ([]string, error) {
+	help, _ := exec.Command(m.bin, "--help").CombinedOutput()
+	has := func(flag string) bool { return bytes.Contains(help, []byte("-"+flag+" ")) || bytes.Contains(help, []byte("-"+flag+"\n")) }
+	if !has("redis-url") {
+		return nil, fmt.Errorf("%s --help lists no --redis-url flag; is it the dtq manager?", m.bin)
+	}
+	args := []string{
+		"--redis-url=" + m.redisURL,
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(m.probePort),
+		"--metrics-bind-address=0",
+	}
+	if has("worker-image") {
+		args = append(args, "--worker-image="+m.workerImage)
+	}
+	if has("worker-redis-url") {
+		args = append(args, "--worker-redis-url="+m.redisURL)
+	}
+	return append(args, m.extraArgs...), nil
+}
+
+// start runs the manager and waits until /readyz answers 200.
+func (m *managerProcess) start(ctx context.Context) error {
+	if m.probePort == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		m.probePort = p
+	}
+	args, err := m.args()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(m.bin, args...)
+	cmd.Env = []string{"KUBECONFIG=" + m.kubeconfig, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	proc, err := startChild("manager", m.stackDir, m.logPath, cmd)
+	if err != nil {
+		return err
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(m.probePort) + "/readyz"
+	if err := waitHTTP(ctx, url, proc, 60*time.Second); err != nil {
+		proc.kill()
+		return fmt.Errorf("manager not ready (log: %s): %w", m.logPath, err)
+	}
+	m.proc = proc
+	return nil
+}
+
+func (m *managerProcess) stop() {
+	if m.proc != nil {
+		m.proc.stop(15 * time.Second)
+		m.proc = nil
+	}
+}
+
+// waitHTTP polls url until it answers 200, the process exits or timeout passes.
+func waitHTTP(ctx context.Context, url string, proc *child, timeout time.Duration) error {
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	deadline := time.Now().Add(timeout)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		if proc.exited() {
+			return fmt.Errorf("process exited: %v", proc.err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if ok, msg := probe(hc, url); ok {
+			return nil
+		} else {
+			last = msg
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready within %v: %s", url, timeout, last)
+}
+
+// probe GETs url and reports whether it answered 200.
+func probe(hc *http.Client, url string) (bool, string) {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return false, err.Error()
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode == http.StatusOK, resp.Status
+}
