@@ -18,46 +18,236 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/broker"
 )
 
-// QueueReconciler reconciles a Queue object
+// QueueReconciler sets a Queue up in Redis, applies pause/resume, owns and
+// autoscales its worker Deployment and reports depth and workers in status.
+// It only reads the Deployment's status (ready replicas) and writes its spec.
 type QueueReconciler struct {
 	client.Client
-	Scheme *runtime.Scheme
+	Scheme   *runtime.Scheme
+	Engine   Engine
+	Clock    clock.Clock
+	Recorder events.EventRecorder
+	Workers  WorkerOptions
 }
 
-// +kubebuilder:rbac:groups=dtq.dev,resources=queues,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=dtq.dev,resources=queues,verbs=get;list;watch
 // +kubebuilder:rbac:groups=dtq.dev,resources=queues/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=dtq.dev,resources=queues/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile is part of the main kubernetes reconciliation loop which aims to
-// move the current state of the cluster closer to the desired state.
-// TODO(user): Modify the Reconcile function to compare the state specified by
-// the Queue object against the actual cluster state, and then
-// perform operations to make the cluster state reflect the state specified by
-// the user.
-//
-// For more details, check Reconcile and its Result here:
-// - https://pkg.go.dev/sigs.k8s.io/controller-runtime@v0.25.0/pkg/reconcile
+// Reconcile brings the Queue's Redis setup and worker Deployment to its spec.
 func (r *QueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	_ = logf.FromContext(ctx)
-
-	// TODO(user): your logic here
-
-	return ctrl.Result{}, nil
+	q := &dtqv1alpha1.Queue{}
+	if err := r.Get(ctx, req.NamespacedName, q); err != nil {
+		// Deleting a Queue garbage-collects its Deployment (owner reference);
+		// its Redis data stays until retention expires.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !q.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	return r.reconcile(ctx, q)
 }
 
-// SetupWithManager sets up the controller with the Manager.
-func (r *QueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (ctrl.Result, error) {
+	next := q.Status.DeepCopy()
+	ref := queueRefOf(q)
+	now := r.Clock.Now().UTC().Truncate(time.Second)
+
+	stats, err := r.setUpRedis(ctx, q, ref)
+	if err != nil {
+		r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonRedisUnavailable, err.Error())
+		if werr := r.writeStatus(ctx, q, next); werr != nil {
+			return ctrl.Result{}, werr
+		}
+		return ctrl.Result{}, err
+	}
+	next.Queued, next.InFlight, next.Scheduled, next.DeadLettered = stats.Queued, stats.InFlight, stats.Scheduled, stats.DeadLettered
+	if stats.Paused {
+		r.setCondition(next, q, dtqv1alpha1.QueuePaused, metav1.ConditionTrue, dtqv1alpha1.ReasonPaused, "Workers start no new tasks")
+	} else {
+		r.setCondition(next, q, dtqv1alpha1.QueuePaused, metav1.ConditionFalse, dtqv1alpha1.ReasonActive, "Workers take tasks")
+	}
+
+	dep, scale, err := r.reconcileWorkers(ctx, q, stats, now)
+	if err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+			r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonDeploymentRejected, err.Error())
+			return ctrl.Result{}, r.writeStatus(ctx, q, next)
+		}
+		return ctrl.Result{}, err
+	}
+	if next.DesiredWorkers != scale.Replicas {
+		next.LastScaleTime = &metav1.Time{Time: now}
+	}
+	next.DesiredWorkers = scale.Replicas
+	next.ReadyWorkers = dep.Status.ReadyReplicas
+	next.Workers = fmt.Sprintf("%d/%d", next.ReadyWorkers, next.DesiredWorkers)
+	next.ScaleDownSince = nil
+	if scale.ScaleDownSince != nil {
+		next.ScaleDownSince = &metav1.Time{Time: *scale.ScaleDownSince}
+	}
+	switch {
+	case scale.Replicas == 0:
+		r.setCondition(next, q, dtqv1alpha1.QueueWorkersAvailable, metav1.ConditionTrue, dtqv1alpha1.ReasonScaledToZero, "No workers needed; the first task scales the queue up")
+	case next.ReadyWorkers >= scale.Replicas:
+		r.setCondition(next, q, dtqv1alpha1.QueueWorkersAvailable, metav1.ConditionTrue, dtqv1alpha1.ReasonWorkersReady, fmt.Sprintf("%d workers ready", next.ReadyWorkers))
+	default:
+		r.setCondition(next, q, dtqv1alpha1.QueueWorkersAvailable, metav1.ConditionFalse, dtqv1alpha1.ReasonWorkersStarting,
+			fmt.Sprintf("%d of %d workers ready", next.ReadyWorkers, scale.Replicas))
+	}
+	r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionTrue, dtqv1alpha1.ReasonQueueEnsured, "Queue is set up in Redis and its workers are reconciled")
+	next.ObservedGeneration = q.Generation
+	if err := r.writeStatus(ctx, q, next); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeueFor(stats, scale)}, nil
+}
+
+// requeueFor polls a busy queue quickly (backlog, workers or a pending
+// scale-down); an idle queue scaled to zero waits for the status syncer's
+// trigger on its next task, with a slow poll as a safety net.
+func requeueFor(stats broker.QueueStats, scale scaleDecision) time.Duration {
+	switch {
+	case scale.Recheck > 0:
+		return min(scale.Recheck, busyRequeue)
+	case stats.Queued+stats.InFlight > 0 || scale.Replicas > 0:
+		return busyRequeue
+	}
+	return 30 * time.Second
+}
+
+// setUpRedis writes the queue's config, creates its consumer groups, applies
+// pause/resume and reads its backlog.
+func (r *QueueReconciler) setUpRedis(ctx context.Context, q *dtqv1alpha1.Queue, ref broker.QueueRef) (broker.QueueStats, error) {
+	if err := r.Engine.EnsureQueue(ctx, ref, queueConfig(q)); err != nil {
+		return broker.QueueStats{}, fmt.Errorf("set up queue in Redis: %w", err)
+	}
+	stats, err := r.Engine.Stats(ctx, ref)
+	if err != nil {
+		return stats, fmt.Errorf("read queue stats: %w", err)
+	}
+	if stats.Paused != q.Spec.Paused {
+		if q.Spec.Paused {
+			err = r.Engine.Pause(ctx, ref)
+		} else {
+			err = r.Engine.Resume(ctx, ref)
+		}
+		if err != nil {
+			return stats, fmt.Errorf("set paused=%t: %w", q.Spec.Paused, err)
+		}
+		stats.Paused = q.Spec.Paused
+	}
+	return stats, nil
+}
+
+// reconcileWorkers creates or updates the worker Deployment with the
+// autoscaler's replica count.
+func (r *QueueReconciler) reconcileWorkers(ctx context.Context, q *dtqv1alpha1.Queue, stats broker.QueueStats, now time.Time) (*appsv1.Deployment, scaleDecision, error) {
+	desired := desiredWorkerDeployment(q, r.Workers)
+	if err := controllerutil.SetControllerReference(q, desired, r.Scheme); err != nil {
+		return nil, scaleDecision{}, fmt.Errorf("set owner of worker deployment: %w", err)
+	}
+	cur := &appsv1.Deployment{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(desired), cur)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, scaleDecision{}, fmt.Errorf("get worker deployment: %w", err)
+	}
+	exists := err == nil
+
+	current := int32(0)
+	if exists && cur.Spec.Replicas != nil {
+		current = *cur.Spec.Replicas
+	}
+	var since *time.Time
+	if q.Status.ScaleDownSince != nil {
+		since = &q.Status.ScaleDownSince.Time
+	}
+	scale := decideScale(q.Spec.Scaling, stats, current, since, now)
+	desired.Spec.Replicas = ptr.To(scale.Replicas)
+
+	log := ctrl.LoggerFrom(ctx)
+	if !exists {
+		if err := r.Create(ctx, desired); err != nil {
+			return nil, scale, fmt.Errorf("create worker deployment: %w", err)
+		}
+		log.Info("Created worker Deployment", "deployment", desired.Name, "replicas", scale.Replicas)
+		return desired, scale, nil
+	}
+	if cur.Annotations[AnnotationTemplateHash] == desired.Annotations[AnnotationTemplateHash] && current == scale.Replicas {
+		return cur, scale, nil
+	}
+	upd := cur.DeepCopy()
+	upd.Labels = mergeLabels(upd.Labels, desired.Labels)
+	if upd.Annotations == nil {
+		upd.Annotations = map[string]string{}
+	}
+	upd.Annotations[AnnotationTemplateHash] = desired.Annotations[AnnotationTemplateHash]
+	upd.OwnerReferences = desired.OwnerReferences
+	upd.Spec = desired.Spec
+	if err := r.Update(ctx, upd); err != nil {
+		return nil, scale, fmt.Errorf("update worker deployment: %w", err)
+	}
+	if current != scale.Replicas {
+		log.Info("Scaled workers", "from", current, "to", scale.Replicas, "queued", stats.Queued, "inFlight", stats.InFlight)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(q, upd, corev1.EventTypeNormal, EventReasonScaled, "Scale",
+				"Scaled workers from %d to %d (queued %d, in flight %d)", current, scale.Replicas, stats.Queued, stats.InFlight)
+		}
+	}
+	return upd, scale, nil
+}
+
+func (r *QueueReconciler) setCondition(st *dtqv1alpha1.QueueStatus, q *dtqv1alpha1.Queue, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: q.Generation,
+		LastTransitionTime: metav1.NewTime(r.Clock.Now().UTC().Truncate(time.Second)),
+	})
+}
+
+func (r *QueueReconciler) writeStatus(ctx context.Context, q *dtqv1alpha1.Queue, next *dtqv1alpha1.QueueStatus) error {
+	if equality.Semantic.DeepEqual(&q.Status, next) {
+		return nil
+	}
+	base := client.MergeFrom(q.DeepCopy())
+	q.Status = *next
+	if err := r.Status().Patch(ctx, q, base); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("write queue status: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager watches Queues, their Deployments (ready replicas) and the
+// status syncer's channel (a task arrived: scale up now).
+func (r *QueueReconciler) SetupWithManager(mgr ctrl.Manager, name string, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Queue]) error {
 	return ctrl.NewControllerManagedBy(mgr).
+		Named(name).
 		For(&dtqv1alpha1.Queue{}).
-		Named("queue").
+		Owns(&appsv1.Deployment{}).
+		WatchesRawSource(source.Channel(syncer, &handler.TypedEnqueueRequestForObject[*dtqv1alpha1.Queue]{})).
 		Complete(r)
 }

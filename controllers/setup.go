@@ -17,14 +17,113 @@ limitations under the License.
 package controllers
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/broker"
 )
 
-// Setup registers every dtq controller with mgr; rdb is the queue's Redis.
-func Setup(mgr ctrl.Manager, rdb redis.UniversalClient) error {
-	if err := (&QueueReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}).SetupWithManager(mgr); err != nil {
+// Engine is the part of the Redis engine the controllers use; *broker.Broker
+// implements it. Tests may wrap it to inject failures.
+type Engine interface {
+	EnsureQueue(ctx context.Context, q broker.QueueRef, cfg broker.QueueConfig) error
+	Pause(ctx context.Context, q broker.QueueRef) error
+	Resume(ctx context.Context, q broker.QueueRef) error
+	Stats(ctx context.Context, q broker.QueueRef) (broker.QueueStats, error)
+	Submit(ctx context.Context, q broker.QueueRef, req broker.SubmitRequest) (broker.SubmitResult, error)
+	GetTask(ctx context.Context, q broker.QueueRef, id string) (broker.TaskInfo, error)
+	Cancel(ctx context.Context, q broker.QueueRef, id string) (broker.State, error)
+	ReadEvents(ctx context.Context, q broker.QueueRef, after string, count int, block time.Duration) ([]broker.Event, error)
+	PromoteDue(ctx context.Context, q broker.QueueRef, limit int) (int, time.Time, error)
+}
+
+// Defaults of Options.
+const (
+	DefaultWorkerImage    = "ghcr.io/dtq-dev/dtq-worker:latest"
+	DefaultCoalesceWindow = 300 * time.Millisecond
+	DefaultResyncPeriod   = 30 * time.Second
+	// busyRequeue is how often a Queue with backlog or workers is re-read for
+	// autoscaling and status.
+	busyRequeue = 2 * time.Second
+)
+
+// Options configures the controllers. Zero fields take the defaults.
+type Options struct {
+	// Clock is the time source of status timestamps, TTLs and autoscaling windows.
+	Clock clock.Clock
+	// Engine replaces the broker built on rdb (tests).
+	Engine Engine
+	// Workers configures the worker Deployments.
+	Workers WorkerOptions
+	// CoalesceWindow is how long a freshly submitted (or freshly started) task's
+	// status write waits, so a fast task costs one write instead of one per transition.
+	CoalesceWindow time.Duration
+	// ResyncPeriod is how often every unfinished Task is re-read from Redis, to
+	// cover events the syncer missed (stream trimmed, manager down).
+	ResyncPeriod time.Duration
+	// ControllerNamePrefix makes controller names unique when several managers
+	// run in one process (tests).
+	ControllerNamePrefix string
+}
+
+func (o Options) withDefaults(rdb redis.UniversalClient) Options {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Engine == nil {
+		o.Engine = broker.New(rdb, broker.WithClock(o.Clock))
+	}
+	if o.Workers.Image == "" {
+		o.Workers.Image = DefaultWorkerImage
+	}
+	if o.CoalesceWindow == 0 {
+		o.CoalesceWindow = DefaultCoalesceWindow
+	}
+	if o.ResyncPeriod == 0 {
+		o.ResyncPeriod = DefaultResyncPeriod
+	}
+	return o
+}
+
+// Setup registers the dtq controllers and runnables with mgr: the Queue and
+// Task reconcilers, and the leader-elected per-queue loops (status syncer and
+// delay/retry scheduler). rdb is the queues' Redis.
+func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
+	opts = opts.withDefaults(rdb)
+	if err := setupIndexes(context.Background(), mgr); err != nil {
 		return err
 	}
-	return (&TaskReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}).SetupWithManager(mgr)
+	recorder := mgr.GetEventRecorder("dtq-controller")
+	taskEvents := make(chan event.TypedGenericEvent[*dtqv1alpha1.Task], 4096)
+	queueEvents := make(chan event.TypedGenericEvent[*dtqv1alpha1.Queue], 256)
+
+	tr := &TaskReconciler{
+		Client: mgr.GetClient(), Engine: opts.Engine, Clock: opts.Clock, Recorder: recorder,
+		CoalesceWindow: opts.CoalesceWindow, tombstones: newTombstones(),
+	}
+	if err := tr.SetupWithManager(mgr, opts.ControllerNamePrefix+"task", taskEvents); err != nil {
+		return fmt.Errorf("set up task controller: %w", err)
+	}
+	qr := &QueueReconciler{
+		Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Engine: opts.Engine, Clock: opts.Clock,
+		Recorder: recorder, Workers: opts.Workers,
+	}
+	if err := qr.SetupWithManager(mgr, opts.ControllerNamePrefix+"queue", queueEvents); err != nil {
+		return fmt.Errorf("set up queue controller: %w", err)
+	}
+	loops := &queueLoops{
+		client: mgr.GetClient(), engine: opts.Engine, clock: opts.Clock,
+		taskEvents: taskEvents, queueEvents: queueEvents, resyncPeriod: opts.ResyncPeriod,
+	}
+	if err := mgr.Add(loops); err != nil {
+		return fmt.Errorf("add queue loops: %w", err)
+	}
+	return nil
 }

@@ -18,46 +18,385 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/broker"
 )
 
-// TaskReconciler reconciles a Task object
+// Backpressure and wait intervals of the Task controller.
+const (
+	queueFullRetry     = 3 * time.Second
+	queueNotReadyRetry = time.Second
+)
+
+// TaskReconciler submits Task objects to the engine and mirrors the engine's
+// task record into their status. It uses no finalizer: deleting an unfinished
+// Task cancels it from the informer's delete event (see tombstones), so a task
+// costs no extra API writes for finalizer bookkeeping.
 type TaskReconciler struct {
 	client.Client
-	Scheme *runtime.Scheme
+	Engine   Engine
+	Clock    clock.Clock
+	Recorder events.EventRecorder
+	// CoalesceWindow delays the status write of a task that was just queued or
+	// just started, so a fast task costs one status write.
+	CoalesceWindow time.Duration
+
+	tombstones *tombstones
+	// written is the last status this manager wrote per task UID: the cache
+	// may lag behind our own write, and comparing with it avoids writing the
+	// same status twice.
+	written sync.Map // types.UID -> *dtqv1alpha1.TaskStatus
 }
 
-// +kubebuilder:rbac:groups=dtq.dev,resources=tasks,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=dtq.dev,resources=tasks,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=dtq.dev,resources=tasks/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=dtq.dev,resources=tasks/finalizers,verbs=update
+// +kubebuilder:rbac:groups=dtq.dev,resources=queues,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile is part of the main kubernetes reconciliation loop which aims to
-// move the current state of the cluster closer to the desired state.
-// TODO(user): Modify the Reconcile function to compare the state specified by
-// the Task object against the actual cluster state, and then
-// perform operations to make the cluster state reflect the state specified by
-// the user.
-//
-// For more details, check Reconcile and its Result here:
-// - https://pkg.go.dev/sigs.k8s.io/controller-runtime@v0.25.0/pkg/reconcile
+// Reconcile cancels the Redis tasks of deleted Tasks, then submits or syncs the Task.
 func (r *TaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	_ = logf.FromContext(ctx)
+	if err := r.cancelDeleted(ctx, req.NamespacedName); err != nil {
+		return ctrl.Result{}, err
+	}
+	task := &dtqv1alpha1.Task{}
+	if err := r.Get(ctx, req.NamespacedName, task); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !task.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("taskID", task.UID, "queue", task.Spec.Queue))
+	return r.reconcile(ctx, task)
+}
 
-	// TODO(user): your logic here
+func (r *TaskReconciler) reconcile(ctx context.Context, task *dtqv1alpha1.Task) (ctrl.Result, error) {
+	prev := r.lastStatus(task)
+	if prev.State.Finished() {
+		return r.collectFinished(ctx, task, prev)
+	}
+	queue := &dtqv1alpha1.Queue{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: task.Spec.Queue}, queue); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get queue %s: %w", task.Spec.Queue, err)
+		}
+		queue = nil
+	}
 
+	next := prev.DeepCopy()
+	next.ObservedGeneration = task.Generation
+	var o outcome
+	switch {
+	case queue == nil:
+		// The Queue watch re-reconciles the Task when the Queue appears.
+		next.State = dtqv1alpha1.TaskPending
+		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionFalse, dtqv1alpha1.ReasonQueueNotFound,
+			fmt.Sprintf("Queue %q does not exist in namespace %q; the task is submitted when it appears", task.Spec.Queue, task.Namespace))
+	default:
+		var err error
+		if o, err = r.sync(ctx, task, next); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	if !statusChanged(prev, next) {
+		return r.after(ctx, task, next, queue, o)
+	}
+	if hold := r.holdFor(next, o, r.Clock.Now()); hold > 0 {
+		return ctrl.Result{RequeueAfter: hold}, nil
+	}
+	if err := r.writeStatus(ctx, task, next); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.recordMilestones(task, prev, next)
+	return r.after(ctx, task, next, queue, o)
+}
+
+// outcome is what a sync learned besides the status.
+type outcome struct {
+	info    *broker.TaskInfo // the task (own or the original) when known
+	requeue time.Duration    // backpressure or a not-yet-ready queue
+}
+
+// sync submits the task (Submit with the UID as ID is also how an existing task
+// is read back, so a re-reconcile after a crash never ingests twice) and
+// computes the status from the engine's answer.
+func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, next *dtqv1alpha1.TaskStatus) (outcome, error) {
+	q := queueRef(task)
+	if task.Spec.Cancel {
+		done, err := r.cancel(ctx, task, next)
+		if done || err != nil {
+			return outcome{}, err
+		}
+	}
+	res, err := r.Engine.Submit(ctx, q, submitRequest(task))
+	switch {
+	case err == nil:
+		dup := res.Task.ID != string(task.UID)
+		applyTaskInfo(next, task, res.Task, dup)
+		r.setSubmitted(next, task, res.Task, dup)
+		return outcome{info: &res.Task}, nil
+	case errors.Is(err, broker.ErrIdempotencyInProgress):
+		var e *broker.Error
+		errors.As(err, &e)
+		info, gerr := r.Engine.GetTask(ctx, q, e.TaskID)
+		if gerr != nil && !errors.Is(gerr, broker.ErrTaskNotFound) {
+			return outcome{}, fmt.Errorf("get original task %s: %w", e.TaskID, gerr)
+		}
+		if gerr != nil { // the original vanished between the two calls: retry
+			return outcome{requeue: queueNotReadyRetry}, nil
+		}
+		applyTaskInfo(next, task, info, true)
+		next.Idempotency.State = dtqv1alpha1.IdempotencyProcessing
+		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonIdempotencyInProgress,
+			fmt.Sprintf("Task %s owns idempotency key %q and is in progress; this Task mirrors it", e.TaskID, task.Spec.IdempotencyKey))
+		return outcome{info: &info}, nil
+	case errors.Is(err, broker.ErrQueueNotFound):
+		next.State = dtqv1alpha1.TaskPending
+		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionFalse, dtqv1alpha1.ReasonQueueNotFound,
+			fmt.Sprintf("Queue %q is not set up in Redis yet", task.Spec.Queue))
+		return outcome{requeue: queueNotReadyRetry}, nil
+	case errors.Is(err, broker.ErrQueueFull):
+		next.State = dtqv1alpha1.TaskPending
+		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionFalse, dtqv1alpha1.ReasonQueueFull,
+			fmt.Sprintf("Queue is full (%s); submission is retried", err))
+		return outcome{requeue: queueFullRetry}, nil
+	case errors.Is(err, broker.ErrPayloadTooLarge), errors.Is(err, broker.ErrInvalidTask):
+		reason := dtqv1alpha1.ReasonInvalidTask
+		if errors.Is(err, broker.ErrPayloadTooLarge) {
+			reason = dtqv1alpha1.ReasonPayloadTooLarge
+		}
+		r.finishUnsubmitted(next, task, dtqv1alpha1.TaskFailed, reason, err.Error())
+		return outcome{}, nil
+	default:
+		return outcome{}, fmt.Errorf("submit task: %w", err)
+	}
+}
+
+// cancel handles spec.cancel. A task this Task owns in Redis is cancelled
+// there and then synced as usual (done=false). A Task with no task of its own
+// (never submitted, or a duplicate mirroring another Task's) ends Cancelled
+// without touching Redis (done=true): cancelling a mirror never cancels the
+// original.
+func (r *TaskReconciler) cancel(ctx context.Context, task *dtqv1alpha1.Task, next *dtqv1alpha1.TaskStatus) (bool, error) {
+	_, err := r.Engine.Cancel(ctx, queueRef(task), string(task.UID))
+	switch {
+	case err == nil, errors.Is(err, broker.ErrTaskTerminal):
+		return false, nil
+	case errors.Is(err, broker.ErrTaskNotFound):
+		r.finishUnsubmitted(next, task, dtqv1alpha1.TaskCancelled, dtqv1alpha1.ReasonCancelledBeforeSubmit,
+			"Cancelled by spec.cancel before this Task had work of its own in the queue")
+		if next.Idempotency != nil {
+			next.Idempotency.State = dtqv1alpha1.IdempotencyFailed
+		}
+		return true, nil
+	default:
+		return false, fmt.Errorf("cancel task: %w", err)
+	}
+}
+
+// finishUnsubmitted ends a Task that has no task in Redis.
+func (r *TaskReconciler) finishUnsubmitted(next *dtqv1alpha1.TaskStatus, task *dtqv1alpha1.Task, state dtqv1alpha1.TaskState, reason, msg string) {
+	next.State = state
+	next.FinishedAt = ptrTime(r.now())
+	next.LastError = truncate(msg, maxLastError)
+	r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionFalse, reason, msg)
+	r.setCondition(next, task, dtqv1alpha1.TaskComplete, metav1.ConditionTrue, reason, msg)
+}
+
+func (r *TaskReconciler) setSubmitted(next *dtqv1alpha1.TaskStatus, task *dtqv1alpha1.Task, info broker.TaskInfo, dup bool) {
+	if dup {
+		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonDuplicate,
+			fmt.Sprintf("Idempotency key %q is owned by task %s; this Task replays its outcome", task.Spec.IdempotencyKey, info.ID))
+	} else {
+		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonSubmitted,
+			"Task is in the queue")
+	}
+	if info.State.Terminal() {
+		msg := "Task " + string(info.State)
+		if info.LastError != "" {
+			msg += ": " + truncate(info.LastError, maxLastError)
+		}
+		r.setCondition(next, task, dtqv1alpha1.TaskComplete, metav1.ConditionTrue, string(info.State), msg)
+	}
+}
+
+func (r *TaskReconciler) setCondition(st *dtqv1alpha1.TaskStatus, task *dtqv1alpha1.Task, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: task.Generation, LastTransitionTime: metav1.NewTime(r.now()),
+	})
+}
+
+// holdFor says how long to delay a status write so that a task that was just
+// queued or just started gets one write for several quick transitions. The
+// write happens at the latest when the hold ends (the reconcile is requeued).
+func (r *TaskReconciler) holdFor(next *dtqv1alpha1.TaskStatus, o outcome, now time.Time) time.Duration {
+	if o.info == nil {
+		return 0
+	}
+	var since time.Time
+	switch next.State {
+	case dtqv1alpha1.TaskQueued:
+		since = o.info.AvailableAt
+		if since.IsZero() {
+			since = o.info.CreatedAt
+		}
+	case dtqv1alpha1.TaskRunning:
+		since = o.info.StartedAt
+	default:
+		return 0
+	}
+	return max(since.Add(r.CoalesceWindow).Sub(now), 0)
+}
+
+// after decides when to look at the Task again.
+func (r *TaskReconciler) after(ctx context.Context, task *dtqv1alpha1.Task, st *dtqv1alpha1.TaskStatus, queue *dtqv1alpha1.Queue, o outcome) (ctrl.Result, error) {
+	if st.State.Finished() {
+		return r.collectAfter(ctx, task, st, queue)
+	}
+	return ctrl.Result{RequeueAfter: o.requeue}, nil
+}
+
+func (r *TaskReconciler) writeStatus(ctx context.Context, task *dtqv1alpha1.Task, next *dtqv1alpha1.TaskStatus) error {
+	patchBase := client.MergeFrom(task.DeepCopy())
+	task.Status = *next
+	if err := r.Status().Patch(ctx, task, patchBase); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("write task status: %w", err)
+	}
+	r.written.Store(task.UID, next.DeepCopy())
+	return nil
+}
+
+// lastStatus is the status this manager last wrote, else the cached one: the
+// cache can lag behind our own write, and this controller is the only writer.
+func (r *TaskReconciler) lastStatus(task *dtqv1alpha1.Task) *dtqv1alpha1.TaskStatus {
+	if v, ok := r.written.Load(task.UID); ok {
+		return v.(*dtqv1alpha1.TaskStatus).DeepCopy()
+	}
+	return task.Status.DeepCopy()
+}
+
+func statusChanged(prev, next *dtqv1alpha1.TaskStatus) bool {
+	return !equality.Semantic.DeepEqual(prev, next)
+}
+
+// collectFinished deletes a finished Task after its ttlSecondsAfterFinished.
+func (r *TaskReconciler) collectFinished(ctx context.Context, task *dtqv1alpha1.Task, st *dtqv1alpha1.TaskStatus) (ctrl.Result, error) {
+	var queue *dtqv1alpha1.Queue
+	if task.Spec.TTLSecondsAfterFinished == nil {
+		q := &dtqv1alpha1.Queue{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: task.Spec.Queue}, q); err == nil {
+			queue = q
+		} else if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get queue %s: %w", task.Spec.Queue, err)
+		}
+	}
+	return r.collectAfter(ctx, task, st, queue)
+}
+
+func (r *TaskReconciler) collectAfter(ctx context.Context, task *dtqv1alpha1.Task, st *dtqv1alpha1.TaskStatus, queue *dtqv1alpha1.Queue) (ctrl.Result, error) {
+	ttl := task.Spec.TTLSecondsAfterFinished
+	if ttl == nil && queue != nil {
+		ttl = queue.Spec.TTLSecondsAfterFinished
+	}
+	if ttl == nil {
+		return ctrl.Result{}, nil
+	}
+	finished := task.CreationTimestamp.Time
+	if st.FinishedAt != nil {
+		finished = st.FinishedAt.Time
+	}
+	if left := finished.Add(time.Duration(*ttl) * time.Second).Sub(r.now()); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Deleting finished Task after ttlSecondsAfterFinished", "ttl", *ttl)
+	err := r.Delete(ctx, task, client.Preconditions{UID: &task.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return ctrl.Result{}, fmt.Errorf("delete finished task: %w", err)
+	}
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager sets up the controller with the Manager.
-func (r *TaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *TaskReconciler) now() time.Time { return r.Clock.Now().UTC().Truncate(time.Second) }
+
+// SetupWithManager watches Tasks (delete events cancel), Queues (a Queue that
+// appears wakes the Tasks waiting for it) and the status syncer's channel.
+func (r *TaskReconciler) SetupWithManager(mgr ctrl.Manager, name string, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Task]) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&dtqv1alpha1.Task{}).
-		Named("task").
+		Named(name).
+		Watches(&dtqv1alpha1.Task{}, r.taskHandler()).
+		Watches(&dtqv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.waitingTasks)).
+		WatchesRawSource(source.Channel(syncer, &handler.TypedEnqueueRequestForObject[*dtqv1alpha1.Task]{})).
 		Complete(r)
+}
+
+// taskHandler enqueues Tasks on create, on spec changes (spec.cancel) and on
+// delete; status-only updates (our own writes) are not reconciled again. A
+// deleted unfinished Task leaves a tombstone so Reconcile cancels its task.
+func (r *TaskReconciler) taskHandler() handler.EventHandler {
+	enqueue := func(o client.Object, q workqueueT) {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueueT) { enqueue(e.Object, q) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueueT) {
+			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+				enqueue(e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueueT) {
+			t, ok := e.Object.(*dtqv1alpha1.Task)
+			if !ok {
+				return
+			}
+			st := r.lastStatus(t)
+			r.written.Delete(t.UID)
+			if st.State.Finished() {
+				return
+			}
+			r.tombstones.add(client.ObjectKeyFromObject(t), tombstone{queue: queueRef(t), id: string(t.UID)})
+			enqueue(t, q)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueueT) { enqueue(e.Object, q) },
+	}
+}
+
+// waitingTasks maps a Queue to its Tasks that are not submitted yet.
+func (r *TaskReconciler) waitingTasks(ctx context.Context, o client.Object) []reconcile.Request {
+	var list dtqv1alpha1.TaskList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexWaitingQueue: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List Tasks waiting for Queue", "queue", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+func queueRef(t *dtqv1alpha1.Task) broker.QueueRef {
+	return broker.QueueRef{Namespace: t.Namespace, Name: t.Spec.Queue}
 }

@@ -206,6 +206,16 @@ const (
 	QueuePaused = "Paused"
 	// QueueWorkersAvailable is True when at least the desired number of workers is ready.
 	QueueWorkersAvailable = "WorkersAvailable"
+
+	ReasonQueueEnsured       = "QueueEnsured"
+	ReasonRedisUnavailable   = "RedisUnavailable"
+	ReasonInvalidConfig      = "InvalidConfig"
+	ReasonDeploymentRejected = "DeploymentRejected"
+	ReasonPaused             = "Paused"
+	ReasonActive             = "Active"
+	ReasonWorkersReady       = "WorkersReady"
+	ReasonWorkersStarting    = "WorkersStarting"
+	ReasonScaledToZero       = "ScaledToZero"
 )
 
 // QueueStatus is the observed state of a Queue.
@@ -252,6 +262,12 @@ type QueueStatus struct {
 	// lastScaleTime is when the worker count last changed.
 	// +optional
 	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
+
+	// scaleDownSince is when the autoscaler first wanted fewer workers than it
+	// runs; workers are removed once that has lasted scaleDownStabilization.
+	// Kept in status so a manager restart does not reset the window.
+	// +optional
+	ScaleDownSince *metav1.Time `json:"scaleDownSince,omitempty"`
 }
 
 // Queue is a task queue in Redis with an autoscaled worker Deployment.

@@ -190,6 +190,10 @@ const (
 	ReasonQueueFull             = "QueueFull"
 	ReasonIdempotencyInProgress = "IdempotencyInProgress"
 	ReasonDuplicate             = "Duplicate"
+	ReasonCancelledBeforeSubmit = "CancelledBeforeSubmit"
+	// The Complete condition's reason is the terminal state (Succeeded, Failed,
+	// DeadLettered, Cancelled, Expired); ReasonInvalidTask and
+	// ReasonPayloadTooLarge end a task that was never submitted.
 )
 
 // TaskStatus is the observed state of a Task.

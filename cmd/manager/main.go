@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +55,8 @@ func init() {
 func main() {
 	var (
 		metricsAddr, probeAddr, redisURL string
+		workerImage, workerRedisURL      string
+		workerRedisSecret                string
 		leaderElect, secureMetrics       bool
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
@@ -63,6 +66,12 @@ func main() {
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorisation.")
 	flag.StringVar(&redisURL, "redis-url", envOr("DTQ_REDIS_URL", "redis://localhost:6379/0"),
 		"Redis URL (redis://[user:pass@]host:port/db, rediss:// for TLS); env DTQ_REDIS_URL.")
+	flag.StringVar(&workerImage, "worker-image", controllers.DefaultWorkerImage,
+		"Image of worker pods whose Queue's template has no containers.")
+	flag.StringVar(&workerRedisURL, "worker-redis-url", "",
+		"DTQ_REDIS_URL given to worker pods (default: --redis-url).")
+	flag.StringVar(&workerRedisSecret, "worker-redis-secret", "",
+		"<secret>/<key> in each Queue's namespace holding the workers' Redis URL; overrides --worker-redis-url.")
 	opts := zap.Options{Development: true}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -95,7 +104,19 @@ func main() {
 		setupLog.Error(err, "Failed to create manager")
 		os.Exit(1)
 	}
-	if err := controllers.Setup(mgr, rdb); err != nil {
+	workers := controllers.WorkerOptions{Image: workerImage, RedisURL: workerRedisURL}
+	if workers.RedisURL == "" {
+		workers.RedisURL = redisURL
+	}
+	if workerRedisSecret != "" {
+		name, key, ok := strings.Cut(workerRedisSecret, "/")
+		if !ok || name == "" || key == "" {
+			setupLog.Error(nil, "--worker-redis-secret must be <secret>/<key>", "value", workerRedisSecret)
+			os.Exit(1)
+		}
+		workers.RedisSecretName, workers.RedisSecretKey = name, key
+	}
+	if err := controllers.Setup(mgr, rdb, controllers.Options{Workers: workers}); err != nil {
 		setupLog.Error(err, "Failed to set up controllers")
 		os.Exit(1)
 	}

@@ -84,6 +84,25 @@ func (w *QueueWrapper) Timeouts(visibility, heartbeat time.Duration) *QueueWrapp
 	return w
 }
 func (w *QueueWrapper) Paused(p bool) *QueueWrapper { w.Spec.Paused = p; return w }
+func (w *QueueWrapper) ScaleDownAfter(d time.Duration) *QueueWrapper {
+	w.Spec.Scaling.ScaleDownStabilization = metav1.Duration{Duration: d}
+	return w
+}
+func (w *QueueWrapper) IdempotencyTTL(d time.Duration) *QueueWrapper {
+	w.Spec.IdempotencyTTL = metav1.Duration{Duration: d}
+	return w
+}
+func (w *QueueWrapper) MaxDepth(n int64) *QueueWrapper        { w.Spec.MaxDepth = n; return w }
+func (w *QueueWrapper) MaxPayloadBytes(n int64) *QueueWrapper { w.Spec.MaxPayloadBytes = n; return w }
+func (w *QueueWrapper) Concurrency(n int32) *QueueWrapper     { w.Spec.Concurrency = n; return w }
+func (w *QueueWrapper) TaskTimeout(d time.Duration) *QueueWrapper {
+	w.Spec.TaskTimeout = metav1.Duration{Duration: d}
+	return w
+}
+func (w *QueueWrapper) TTLAfterFinished(s int32) *QueueWrapper {
+	w.Spec.TTLSecondsAfterFinished = ptr.To(s)
+	return w
+}
 
 // Obj returns the Queue.
 func (w *QueueWrapper) Obj() *dtqv1alpha1.Queue { return &w.Queue }

@@ -1,0 +1,49 @@
+package controllers
+
+import (
+	"time"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/broker"
+)
+
+// queueConfig is the engine config of a Queue. Fields the API server did not
+// default (a Queue built in Go) keep the engine's defaults.
+func queueConfig(q *dtqv1alpha1.Queue) broker.QueueConfig {
+	c := broker.DefaultQueueConfig()
+	s := q.Spec
+	setInt := func(dst *int64, v int64) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	setDur := func(dst *time.Duration, v time.Duration) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	setInt(&c.MaxDepth, s.MaxDepth)
+	setInt(&c.MaxPayloadBytes, s.MaxPayloadBytes)
+	setInt(&c.DeadLetterMaxLen, s.DeadLetter.MaxLength)
+	if s.Retry.MaxAttempts > 0 {
+		c.DefaultMaxAttempts = int(s.Retry.MaxAttempts)
+	}
+	setDur(&c.DefaultTimeout, s.TaskTimeout.Duration)
+	setDur(&c.Retry.BaseDelay, s.Retry.BaseDelay.Duration)
+	setDur(&c.Retry.MaxDelay, s.Retry.MaxDelay.Duration)
+	if s.Retry.JitterPercent != nil {
+		c.Retry.Jitter = float64(*s.Retry.JitterPercent) / 100
+	}
+	setDur(&c.IdempotencyTTL, s.IdempotencyTTL.Duration)
+	setDur(&c.TaskRetention, s.TaskRetention.Duration)
+	setDur(&c.ResultRetention, s.ResultRetention.Duration)
+	setDur(&c.VisibilityTimeout, s.VisibilityTimeout.Duration)
+	if s.DeadLetter.Enabled != nil {
+		c.DeadLetter = *s.DeadLetter.Enabled
+	}
+	return c
+}
+
+func queueRefOf(q *dtqv1alpha1.Queue) broker.QueueRef {
+	return broker.QueueRef{Namespace: q.Namespace, Name: q.Name}
+}

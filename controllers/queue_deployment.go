@@ -1,0 +1,196 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/pkg/worker"
+)
+
+// Labels and annotations of worker Deployments.
+const (
+	LabelQueue = "dtq.dev/queue"
+	// AnnotationTemplateHash is the hash of the desired Deployment spec
+	// (replicas excluded); the controller updates the Deployment when it changes.
+	AnnotationTemplateHash = "dtq.dev/template-hash"
+	workerContainerName    = "worker"
+	workerMetricsPort      = 8080
+	// drainMargin is added to the drain timeout for the pod's grace period.
+	drainMargin = 15 * time.Second
+)
+
+// WorkerOptions are the manager-wide settings of worker Deployments.
+type WorkerOptions struct {
+	// Image runs when the Queue's pod template has no containers.
+	Image string
+	// RedisURL is the DTQ_REDIS_URL value given to workers when RedisSecret is empty.
+	RedisURL string
+	// RedisSecretName and RedisSecretKey, when set, make DTQ_REDIS_URL a
+	// secretKeyRef instead of a plain value.
+	RedisSecretName string
+	RedisSecretKey  string
+}
+
+// workerDeploymentName is the name of a Queue's worker Deployment.
+func workerDeploymentName(q *dtqv1alpha1.Queue) string { return q.Name + "-workers" }
+
+// desiredWorkerDeployment builds a Queue's worker Deployment from its pod
+// template: the reference worker image when the template has no containers,
+// the worker SDK's DTQ_* environment injected into the first container, and
+// a restricted-profile security context wherever the user set none. Fields the
+// user set are kept. Replicas and the owner reference are the controller's.
+func desiredWorkerDeployment(q *dtqv1alpha1.Queue, opts WorkerOptions) *appsv1.Deployment {
+	labels := map[string]string{LabelQueue: q.Name}
+	tpl := *q.Spec.WorkerTemplate.DeepCopy()
+	tpl.Labels = mergeLabels(tpl.Labels, labels)
+	ps := &tpl.Spec
+	if len(ps.Containers) == 0 {
+		ps.Containers = []corev1.Container{{Name: workerContainerName, Image: opts.Image}}
+	}
+	drain := q.Spec.TaskTimeout.Duration
+	if drain <= 0 {
+		drain = worker.DefaultDrainTimeout
+	}
+	c := &ps.Containers[0]
+	c.Env = mergeEnv(c.Env, workerEnv(q, opts, drain))
+	if len(c.Ports) == 0 {
+		c.Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: workerMetricsPort, Protocol: corev1.ProtocolTCP}}
+	}
+	if c.ReadinessProbe == nil {
+		c.ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(workerMetricsPort)}},
+			PeriodSeconds: 5,
+		}
+	}
+	if c.LivenessProbe == nil {
+		c.LivenessProbe = &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(workerMetricsPort)}},
+			PeriodSeconds:    10,
+			FailureThreshold: 3,
+		}
+	}
+	for i := range ps.Containers {
+		if ps.Containers[i].SecurityContext == nil {
+			ps.Containers[i].SecurityContext = restrictedContainerSecurityContext()
+		}
+	}
+	if ps.SecurityContext == nil {
+		ps.SecurityContext = &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}
+	}
+	if ps.TerminationGracePeriodSeconds == nil {
+		ps.TerminationGracePeriodSeconds = ptr.To(int64((drain + drainMargin) / time.Second))
+	}
+
+	d := &appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      workerDeploymentName(q),
+			Namespace: q.Namespace,
+			Labels:    labels,
+		},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: tpl,
+			// Workers drain on SIGTERM; a rollout replaces them one at a time.
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+					MaxSurge:       ptr.To(intstr.FromInt32(1)),
+				},
+			},
+		},
+	}
+	d.Annotations = map[string]string{AnnotationTemplateHash: specHash(d.Spec)}
+	return d
+}
+
+func workerEnv(q *dtqv1alpha1.Queue, opts WorkerOptions, drain time.Duration) []corev1.EnvVar {
+	redisURL := corev1.EnvVar{Name: worker.EnvRedisURL, Value: opts.RedisURL}
+	if opts.RedisSecretName != "" {
+		redisURL = corev1.EnvVar{Name: worker.EnvRedisURL, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: opts.RedisSecretName},
+				Key:                  opts.RedisSecretKey,
+			},
+		}}
+	}
+	concurrency := q.Spec.Concurrency
+	if concurrency <= 0 {
+		concurrency = worker.DefaultConcurrency
+	}
+	dur := func(d, def time.Duration) string {
+		if d <= 0 {
+			d = def
+		}
+		return d.String()
+	}
+	return []corev1.EnvVar{
+		redisURL,
+		{Name: worker.EnvQueueNamespace, Value: q.Namespace},
+		{Name: worker.EnvQueueName, Value: q.Name},
+		{Name: worker.EnvConcurrency, Value: strconv.Itoa(int(concurrency))},
+		{Name: worker.EnvVisibilityTimeout, Value: dur(q.Spec.VisibilityTimeout.Duration, worker.DefaultVisibilityTimeout)},
+		{Name: worker.EnvHeartbeatInterval, Value: dur(q.Spec.HeartbeatInterval.Duration, worker.DefaultHeartbeatInterval)},
+		{Name: worker.EnvDrainTimeout, Value: drain.String()},
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: worker.EnvMetricsAddr, Value: ":" + strconv.Itoa(workerMetricsPort)},
+	}
+}
+
+// mergeEnv appends the injected variables the user did not set.
+func mergeEnv(user, injected []corev1.EnvVar) []corev1.EnvVar {
+	set := map[string]bool{}
+	for _, e := range user {
+		set[e.Name] = true
+	}
+	out := append([]corev1.EnvVar(nil), user...)
+	for _, e := range injected {
+		if !set[e.Name] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func mergeLabels(user, ours map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range user {
+		out[k] = v
+	}
+	for k, v := range ours {
+		out[k] = v
+	}
+	return out
+}
+
+func restrictedContainerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// specHash identifies a desired spec; replicas are the autoscaler's and excluded.
+func specHash(spec appsv1.DeploymentSpec) string {
+	spec.Replicas = nil
+	b, _ := json.Marshal(spec)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}

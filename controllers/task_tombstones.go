@@ -1,0 +1,67 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/dtq-dev/dtq/internal/broker"
+)
+
+type workqueueT = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// tombstone is the Redis task of a deleted, unfinished Task.
+type tombstone struct {
+	queue broker.QueueRef
+	id    string
+}
+
+// tombstones hold deleted Tasks' tasks until Reconcile has cancelled them, so a
+// failed cancel is retried by the work queue like any reconcile error. Deletes
+// missed while no manager ran are caught by the orphan sweep of the status
+// syncer.
+type tombstones struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName][]tombstone
+}
+
+func newTombstones() *tombstones { return &tombstones{m: map[types.NamespacedName][]tombstone{}} }
+
+func (t *tombstones) add(key types.NamespacedName, ts tombstone) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.m[key] = append(t.m[key], ts)
+}
+
+func (t *tombstones) take(key types.NamespacedName) []tombstone {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ts := t.m[key]
+	delete(t.m, key)
+	return ts
+}
+
+// cancelDeleted cancels the tasks of deleted Tasks with this name. Deleting a
+// Task never creates or re-runs work; a task that already finished, or that
+// never existed (a duplicate mirroring another Task), is left alone.
+func (r *TaskReconciler) cancelDeleted(ctx context.Context, key types.NamespacedName) error {
+	var errs []error
+	for _, ts := range r.tombstones.take(key) {
+		state, err := r.Engine.Cancel(ctx, ts.queue, ts.id)
+		switch {
+		case err == nil:
+			ctrl.LoggerFrom(ctx).Info("Cancelled the task of a deleted Task", "taskID", ts.id, "state", state)
+		case errors.Is(err, broker.ErrTaskNotFound), errors.Is(err, broker.ErrTaskTerminal), errors.Is(err, broker.ErrQueueNotFound):
+		default:
+			r.tombstones.add(key, ts)
+			errs = append(errs, fmt.Errorf("cancel task %s of deleted Task: %w", ts.id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
