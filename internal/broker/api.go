@@ -43,7 +43,7 @@ type QueueConfig struct {
 	DefaultTimeout     time.Duration // handler deadline when the task sets none (30s)
 	Retry              RetryPolicy   // 1s, 60s, 0.2
 	IdempotencyTTL     time.Duration // lifetime of dtq:{q}:idempotency:<key> records (24h)
-	TaskRetention      time.Duration // TTL of task hashes, refreshed on every write (7d)
+	TaskRetention      time.Duration // TTL of task hashes, counted from when the task finishes (7d)
 	ResultRetention    time.Duration // TTL of stored results (1h)
 	ResultMaxBytes     int64         // results longer than this are truncated (8192)
 	DeadLetter         bool          // true: exhausted tasks go DeadLettered, false: Failed

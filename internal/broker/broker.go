@@ -13,7 +13,11 @@ import (
 
 // Broker runs the engine's operations against one Redis (single node or cluster).
 type Broker struct {
-	rdb   redis.UniversalClient
+	rdb redis.UniversalClient
+	// fast runs the short hot-path scripts (Submit, Start, Complete). When the
+	// client supports it, this is go-redis's auto-pipeliner, so concurrent calls
+	// share round trips; blocking reads never go through it.
+	fast  redis.Scripter
 	clock clock.PassiveClock
 }
 
@@ -25,7 +29,14 @@ func WithClock(c clock.PassiveClock) Option { return func(b *Broker) { b.clock =
 
 // New returns a Broker on rdb.
 func New(rdb redis.UniversalClient, opts ...Option) *Broker {
-	b := &Broker{rdb: rdb, clock: clock.RealClock{}}
+	b := &Broker{rdb: rdb, fast: rdb, clock: clock.RealClock{}}
+	if c, ok := rdb.(interface {
+		AutoPipeline() (*redis.AutoPipeliner, error)
+	}); ok {
+		if p, err := c.AutoPipeline(); err == nil {
+			b.fast = p
+		}
+	}
 	for _, o := range opts {
 		o(b)
 	}

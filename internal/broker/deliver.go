@@ -129,7 +129,7 @@ func (b *Broker) Start(ctx context.Context, q QueueRef, workerID string, d Deliv
 	if d.Reclaimed {
 		reclaimed = 1
 	}
-	v, err := startScript.Run(ctx, b.rdb, []string{k.task(d.TaskID), k.stream(d.Band)},
+	v, err := startScript.Run(ctx, b.fast, []string{k.task(d.TaskID), k.stream(d.Band)},
 		k.prefix, d.MessageID, d.Attempt, reclaimed, workerID, now, nowtxt).Slice()
 	if err != nil {
 		return StartResult{}, fmt.Errorf("broker: start %s: %w", d.TaskID, err)
@@ -178,7 +178,7 @@ func (b *Broker) Complete(ctx context.Context, q QueueRef, d Delivery, out Outco
 	if out.Retryable {
 		retryable = 1
 	}
-	v, err := completeScript.Run(ctx, b.rdb, []string{k.task(d.TaskID), k.stream(d.Band), k.config(), k.schedule()},
+	v, err := completeScript.Run(ctx, b.fast, []string{k.task(d.TaskID), k.stream(d.Band), k.config(), k.schedule()},
 		k.prefix, d.MessageID, now, nowtxt, kind, result, sanitizeError(out.Err), out.ErrorClass, retryable,
 		strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64)).Slice()
 	if err != nil {

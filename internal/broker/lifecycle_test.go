@@ -469,3 +469,37 @@ type redisXAdd struct{ stream, id string }
 func (x redisXAdd) args() *redis.XAddArgs {
 	return &redis.XAddArgs{Stream: x.stream, Values: []any{"t", x.id, "a", "1"}}
 }
+
+// Retention counts from the end: a waiting or running task never expires, a
+// finished one keeps the queue's TaskRetention, and a DLQ requeue clears it.
+func TestTaskRetentionStartsWhenTaskFinishes(t *testing.T) {
+	e := newEnv(t, func(c *QueueConfig) { c.DeadLetter = true })
+	ttl := func(id string) time.Duration {
+		t.Helper()
+		d, err := e.rdb.PTTL(ctx, KeyPrefix(e.q)+"task:"+id).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	task := e.mustSubmit(SubmitRequest{Priority: 5, MaxAttempts: 1})
+	if d := ttl(task.ID); d != -1 {
+		t.Fatalf("queued task has TTL %v, want none", d)
+	}
+	d, _ := e.deliver("c1")
+	if got := ttl(task.ID); got != -1 {
+		t.Fatalf("running task has TTL %v, want none", got)
+	}
+	if s := e.complete(d, Outcome{Err: "boom", ErrorClass: "Permanent"}); s != StateDeadLettered {
+		t.Fatalf("state %s, want DeadLettered", s)
+	}
+	if got := ttl(task.ID); got <= 0 || got > DefaultQueueConfig().TaskRetention {
+		t.Fatalf("finished task TTL %v, want (0, %v]", got, DefaultQueueConfig().TaskRetention)
+	}
+	if _, err := e.b.Requeue(ctx, e.q, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := ttl(task.ID); got != -1 {
+		t.Fatalf("requeued task has TTL %v, want none", got)
+	}
+}

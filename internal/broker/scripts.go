@@ -12,6 +12,10 @@ import "github.com/redis/go-redis/v9"
 //
 // Times are Unix milliseconds passed in by Go from the injected clock; nowtxt is
 // the same instant as RFC 3339 for the idempotency record's updated_at.
+//
+// A task hash gets its retention TTL only when the task finishes (finish,
+// exhaust, complete): retention counts from the end, so a task waiting in a long
+// backlog, delayed, or retrying never expires before it has run.
 
 // luaLib is prepended to every script.
 const luaLib = `
@@ -92,7 +96,8 @@ func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 // ARGV[1] prefix, [2] task id, [3] idempotency key ("" none), [4] now ms,
 // [5] nowtxt, [6] compact payload size, [7] type, [8] payload, [9] priority,
 // [10] max attempts (0: queue default), [11] timeout ms (0: queue default),
-// [12] not-before ms (0: now), [13] expires-at ms (0: never).
+// [12] not-before ms (0: now), [13] expires-at ms (0: never), [14] "1" when the
+// caller chose the ID (so it may exist already), "0" when it is fresh random.
 // Returns one of
 //
 //	{"notfound"}                                  queue config missing
@@ -102,7 +107,13 @@ func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 //	{"full", depth, limit}                         nothing written
 //	{"new", state, max attempts, timeout ms}
 //
-// It is the hot path, so it carries only the helpers it needs instead of luaLib.
+// It is the hot path. On Redis 7.0 a write from a script costs about 2 us on top
+// of the command (the first one about 5 us), reads far less, so it writes only
+// what the contract needs: record, stream entry (or schedule member), task
+// hash, event. The task hash gets its retention TTL when the task finishes
+// (finish, exhaust, complete), not here: retention counts from the end, so a
+// task waiting in a long backlog or delayed past the retention never vanishes.
+// It carries only the helpers it needs instead of luaLib.
 var submitScript = redis.NewScript(`
 local P = ARGV[1]
 local function k_task(id) return P .. "task:" .. id end
@@ -110,11 +121,11 @@ local function k_result(id) return P .. "result:" .. id end
 local function record(id, state, nowtxt)
   return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
 end
-local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms", "idem_ttl_ms", "task_ttl_ms")
+local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms", "idem_ttl_ms")
 if not cfg[1] then return {"notfound"} end
 if tonumber(ARGV[6]) > tonumber(cfg[2]) then return {"toolarge", cfg[2]} end
 local id, ikey, now = ARGV[2], ARGV[3], tonumber(ARGV[4])
-if redis.call("EXISTS", KEYS[2]) == 1 then
+if ARGV[14] == "1" and redis.call("EXISTS", KEYS[2]) == 1 then
   return {"dup", id, redis.call("HGETALL", KEYS[2]), redis.call("GET", k_result(id))}
 end
 if ikey ~= "" then
@@ -138,17 +149,16 @@ if ikey ~= "" then
   redis.call("SET", KEYS[3], record(id, "processing", ARGV[5]), "NX", "PX", cfg[5])
 end
 local notBefore = tonumber(ARGV[12])
-local state, avail = "Queued", ARGV[4]
-if notBefore > now then state, avail = "Pending", ARGV[12] end
-redis.call("HSET", KEYS[2], "id", id, "type", ARGV[7], "payload", ARGV[8], "ikey", ikey,
-  "prio", ARGV[9], "state", state, "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout,
-  "created_at", ARGV[4], "available_at", avail, "expires_at", ARGV[13])
-if state == "Pending" then
+local state, avail, msg = "Queued", ARGV[4], ""
+if notBefore > now then
+  state, avail = "Pending", ARGV[12]
   redis.call("ZADD", KEYS[4], ARGV[12], id)
 else
-  redis.call("HSET", KEYS[2], "msg", redis.call("XADD", KEYS[5 + tonumber(ARGV[9])], "*", "t", id, "a", 1))
+  msg = redis.call("XADD", KEYS[5 + tonumber(ARGV[9])], "*", "t", id, "a", 1)
 end
-redis.call("PEXPIRE", KEYS[2], cfg[6])
+redis.call("HSET", KEYS[2], "id", id, "type", ARGV[7], "payload", ARGV[8], "ikey", ikey,
+  "prio", ARGV[9], "state", state, "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout,
+  "created_at", ARGV[4], "available_at", avail, "expires_at", ARGV[13], "msg", msg)
 redis.call("XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*", "type", "TaskQueued", "task", id, "attempt", 1, "at", ARGV[4])
 return {"new", state, maxAttempts, timeout}
 `)
@@ -243,7 +253,6 @@ else
 end
 redis.call("HSET", tk, "state", "Running", "attempt", attempt, "started_at", now, "worker_id", ARGV[5], "msg", msgid)
 redis.call("HDEL", tk, "finished_at")
-redis.call("PEXPIRE", tk, task_ttl())
 event("TaskStarted", id, attempt, now)
 return {"run", redis.call("HGETALL", tk)}
 `)
@@ -294,7 +303,6 @@ elseif ARGV[9] == "1" and attempt < maxAttempts then
   local due = int(tonumber(now) + delay)
   redis.call("HSET", tk, "state", state, "finished_at", now, "available_at", due,
     "last_error", ARGV[7], "error_class", ARGV[8])
-  redis.call("PEXPIRE", tk, cfg[1])
   event("TaskRetryScheduled", id, attempt, now)
   redis.call("ZADD", KEYS[4], due, id)
 else
@@ -333,7 +341,6 @@ for _, id in ipairs(ids) do
       if state == "Retrying" then attempt, ev = attempt + 1, "TaskRetried" end
       local msg = redis.call("XADD", k_stream(h[3]), "*", "t", id, "a", attempt)
       redis.call("HSET", tk, "state", "Queued", "attempt", attempt, "available_at", now, "msg", msg)
-      redis.call("PEXPIRE", tk, task_ttl())
       event(ev, id, attempt, now)
       moved = moved + 1
     end
@@ -386,7 +393,7 @@ if h[4] then redis.call("XDEL", KEYS[2], h[4]) end
 redis.call("HDEL", tk, "dlq", "discarded", "cancel_requested", "started_at", "finished_at", "worker_id")
 local msg = redis.call("XADD", k_stream(h[3]), "*", "t", id, "a", 1)
 redis.call("HSET", tk, "state", "Queued", "attempt", 1, "previous_attempts", h[2], "available_at", now, "msg", msg)
-redis.call("PEXPIRE", tk, task_ttl())
+redis.call("PERSIST", tk) -- retention counts from the end again
 if h[5] and h[5] ~= "" then
   local rk = k_idem(h[5])
   local cur = redis.call("GET", rk)
@@ -454,3 +461,4 @@ end
 for i = 1, 10 do redis.call("XGROUP", "DELCONSUMER", KEYS[i], "workers", ARGV[2]) end
 return 1
 `)
+

@@ -102,8 +102,9 @@ func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (Sub
 	if err != nil {
 		return SubmitResult{}, err
 	}
+	chosenID := "1"
 	if req.ID == "" {
-		req.ID = NewTaskID()
+		req.ID, chosenID = NewTaskID(), "0"
 	}
 	k := keysFor(q)
 	now, nowtxt := b.now()
@@ -116,9 +117,9 @@ func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (Sub
 		notBefore = 0
 	}
 	keys := append([]string{k.config(), k.task(req.ID), idemKey, k.schedule()}, k.streams()...)
-	v, err := submitScript.Run(ctx, b.rdb, keys,
+	v, err := submitScript.Run(ctx, b.fast, keys,
 		k.prefix, req.ID, req.IdempotencyKey, now, nowtxt, len(payload), req.Type, payload,
-		req.Priority, req.MaxAttempts, req.Timeout.Milliseconds(), notBefore, msOrZero(req.ExpiresAt),
+		req.Priority, req.MaxAttempts, req.Timeout.Milliseconds(), notBefore, msOrZero(req.ExpiresAt), chosenID,
 	).Slice()
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("broker: submit to %s: %w", q, err)
