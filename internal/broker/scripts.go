@@ -461,4 +461,3 @@ end
 for i = 1, 10 do redis.call("XGROUP", "DELCONSUMER", KEYS[i], "workers", ARGV[2]) end
 return 1
 `)
-
