@@ -503,3 +503,21 @@ func TestTaskRetentionStartsWhenTaskFinishes(t *testing.T) {
 		t.Fatalf("requeued task has TTL %v, want none", got)
 	}
 }
+
+// go-redis re-sends a command whose reply was lost; Start must then answer the
+// same instead of absorbing the running entry as a duplicate.
+func TestStartIsIdempotentForTheSameWorker(t *testing.T) {
+	e := newEnv(t)
+	task := e.mustSubmit(SubmitRequest{Priority: 5})
+	d, _ := e.deliver("c1")
+	again, err := e.b.Start(ctx, e.q, "c1", d)
+	if err != nil || !again.Run || again.Task.Attempt != 1 {
+		t.Fatalf("second Start: %+v, %v; want run at attempt 1", again, err)
+	}
+	if s := e.complete(d, Outcome{Result: []byte(`1`)}); s != StateSucceeded {
+		t.Fatalf("state %s after complete, want Succeeded", s)
+	}
+	if got := e.task(task.ID); got.State != StateSucceeded || got.Attempt != 1 {
+		t.Fatalf("task %+v, want Succeeded at attempt 1", got)
+	}
+}

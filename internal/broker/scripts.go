@@ -208,10 +208,11 @@ return {"empty", last}
 // [5] worker id, [6] now ms, [7] nowtxt.
 // Returns {"run", HGETALL task} or {reason, HGETALL task}, the entry then being
 // acknowledged and deleted; reason is one of missing, terminal, retrying,
-// cancelled, expired, duplicate, exhausted.
+// cancelled, expired, duplicate, exhausted. Calling it again with the same
+// delivery and worker (a client retry after a lost reply) answers "run" again.
 var startScript = script(`
 local tk, msgid, now = KEYS[1], ARGV[2], ARGV[6]
-local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "expires_at", "cancel_requested", "ikey", "msg", "type")
+local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "expires_at", "cancel_requested", "ikey", "msg", "type", "worker_id")
 local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
 local function done(reason)
   redis.call("XACK", KEYS[2], "workers", msgid)
@@ -239,6 +240,11 @@ if state == "Queued" then
   if entryAttempt < attempt then return absorb() end
   if entryAttempt > attempt then attempt = entryAttempt end
 elseif state == "Running" then
+  -- The same worker starting the same entry again is a client retry whose
+  -- first reply was lost: answer the same, write nothing.
+  if ARGV[4] ~= "1" and msgid == h[8] and ARGV[5] == h[10] then
+    return {"run", redis.call("HGETALL", tk)}
+  end
   -- Only a reclaimed copy of the very entry that is running is a crash
   -- redelivery; it counts as an attempt, bounded by max_attempts.
   if ARGV[4] ~= "1" or msgid ~= h[8] then return absorb() end
