@@ -53,7 +53,6 @@ type Server struct {
 	rdb     redis.UniversalClient
 	ownsRDB bool
 	b       *broker.Broker // reads, heartbeats, housekeeping
-	bx      *broker.Broker // Start and Complete: auto-pipelined when the client supports it
 	q       broker.QueueRef
 	log     *slog.Logger
 	m       *metrics
@@ -114,16 +113,6 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		s.ownsRDB = true
 	}
 	s.b = broker.New(s.rdb)
-	s.bx = s.b
-	if ap, ok := s.rdb.(interface {
-		AutoPipeline() (*redis.AutoPipeliner, error)
-	}); ok && os.Getenv("DTQ_AUTOPIPELINE") != "0" {
-		// Concurrent Start and Complete calls of many slots share round trips.
-		// Never for the blocking read.
-		if p, err := ap.AutoPipeline(); err == nil {
-			s.bx = broker.New(p)
-		}
-	}
 	s.hostname, _ = os.Hostname()
 	return s, nil
 }
@@ -591,7 +580,7 @@ func (s *Server) process(e *execution) {
 	log := s.log.With("task_id", d.TaskID, "message_id", d.MessageID)
 	var sr broker.StartResult
 	err := retryConn(func(ctx context.Context) (err error) {
-		sr, err = s.bx.Start(ctx, s.q, s.cfg.WorkerID, d)
+		sr, err = s.b.Start(ctx, s.q, s.cfg.WorkerID, d)
 		return err
 	})
 	if err != nil {
@@ -670,7 +659,7 @@ func (s *Server) process(e *execution) {
 	}
 	var state broker.State
 	err = retryConn(func(ctx context.Context) (err error) {
-		state, err = s.bx.Complete(ctx, s.q, d, out)
+		state, err = s.b.Complete(ctx, s.q, d, out)
 		return err
 	})
 	if err != nil {
