@@ -102,8 +102,13 @@ func (l *queueLoops) readEvents(ctx context.Context, ref broker.QueueRef) {
 	log := ctrl.LoggerFrom(ctx).WithName("status-syncer").WithValues("queue", ref.String())
 	after := "0"
 	var lastKick time.Time
+	pendingKick := false
 	for ctx.Err() == nil {
-		evs, err := l.engine.ReadEvents(ctx, ref, after, eventsBatch, eventsBlock)
+		block := eventsBlock
+		if pendingKick {
+			block = max(queueKickEvery-l.clock.Since(lastKick), time.Millisecond)
+		}
+		evs, err := l.engine.ReadEvents(ctx, ref, after, eventsBatch, block)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Error(err, "Read events")
@@ -111,19 +116,12 @@ func (l *queueLoops) readEvents(ctx context.Context, ref broker.QueueRef) {
 			}
 			continue
 		}
-		if len(evs) == 0 {
-			continue
-		}
-		after = evs[len(evs)-1].ID
-		kick := false
 		ids := make(map[string]bool, len(evs))
 		for _, ev := range evs {
+			after = ev.ID
 			switch ev.Type {
-			case broker.EventQueuePaused, broker.EventQueueResumed:
-				kick = true
-				continue
-			case broker.EventQueued, broker.EventRetried:
-				kick = true
+			case broker.EventQueuePaused, broker.EventQueueResumed, broker.EventQueued, broker.EventRetried:
+				pendingKick = true
 			}
 			if ev.TaskID != "" {
 				ids[ev.TaskID] = true
@@ -133,11 +131,15 @@ func (l *queueLoops) readEvents(ctx context.Context, ref broker.QueueRef) {
 			l.wakeTasks(ctx, ref.Namespace, id)
 		}
 		// Tasks submitted over HTTP exist only in Redis: the first one must
-		// scale a queue up from zero now, not at the next poll.
-		if now := l.clock.Now(); kick && now.Sub(lastKick) >= queueKickEvery {
-			lastKick = now
-			l.queueEvents <- event.TypedGenericEvent[*dtqv1alpha1.Queue]{Object: &dtqv1alpha1.Queue{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}}
+		// scale a queue up from zero now, not at the next poll. Later ones
+		// are batched to one Queue reconcile per queueKickEvery.
+		if pendingKick && l.clock.Since(lastKick) >= queueKickEvery {
+			pendingKick, lastKick = false, l.clock.Now()
+			select {
+			case l.queueEvents <- event.TypedGenericEvent[*dtqv1alpha1.Queue]{Object: &dtqv1alpha1.Queue{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}}:
+			case <-ctx.Done():
+			}
 		}
 	}
 }
