@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/dtq-dev/dtq/internal/devstack"
 )
@@ -82,7 +84,9 @@ func runDev(f devFlags) error {
 	if f.quiet {
 		level = slog.LevelWarn
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	handler := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	log := slog.New(handler)
+	ctrllog.SetLogger(logr.FromSlogHandler(handler))
 
 	var samples []string
 	for _, s := range f.samples {

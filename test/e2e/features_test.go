@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/devstack"
+)
+
+// The feature scenarios run in parallel, each on its own namespace and
+// Queue; the burst and restart scenarios (scale_test.go) run alone.
+func TestFeatures(t *testing.T) {
+	t.Run("EchoHundred", testEchoHundred)
+	t.Run("RetryAndDeadLetter", testRetryAndDeadLetter)
+	t.Run("DuplicateKey", testDuplicateKey)
+	t.Run("GitOpsReapply", testGitOpsReapply)
+	t.Run("WorkerKilledMidTask", testWorkerKilledMidTask)
+}
+
+// 100 echo Tasks all succeed, each with a completed idempotency record.
+func testEchoHundred(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "e2e-echo")
+	queue(t, ns, nil)
+	var tasks []*dtqv1alpha1.Task
+	for i := range 100 {
+		tasks = append(tasks, newTask(fmt.Sprintf("echo-%03d", i), ns, "echo", "echo", map[string]int{"i": i}).
+			key(fmt.Sprintf("echo-%03d", i)).obj())
+	}
+	start := time.Now()
+	createAll(t, tasks)
+	got := waitTerminal(t, ns, "echo", 100, 3*time.Minute)
+	t.Logf("100 echo tasks terminal %v after the first create", time.Since(start).Round(time.Millisecond))
+	for i := range 100 {
+		task := got[fmt.Sprintf("echo-%03d", i)]
+		st := task.Status
+		idem := st.Idempotency
+		if st.State != dtqv1alpha1.TaskSucceeded || st.Attempt != 1 || idem == nil ||
+			idem.State != dtqv1alpha1.IdempotencyCompleted || idem.Duplicate || idem.TaskID != st.TaskID {
+			t.Errorf("want Succeeded on attempt 1 with a completed, original idempotency record: %s", describe(task))
+		}
+		if want := fmt.Sprintf(`"i":%d`, i); !strings.Contains(st.Result, want) {
+			t.Errorf("%s: result %q lacks %s", task.Name, st.Result, want)
+		}
+	}
+}
+
+// flaky (failTimes 2) succeeds on attempt 3; fail, a permanent error, is
+// dead-lettered at once without retries.
+func testRetryAndDeadLetter(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "e2e-retry")
+	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+		s.Retry.BaseDelay = dur(200 * time.Millisecond)
+		s.Retry.MaxDelay = dur(time.Second)
+	})
+	createAll(t, []*dtqv1alpha1.Task{
+		newTask("flaky", ns, "retry", "flaky", map[string]int{"failTimes": 2}).maxAttempts(5).obj(),
+		newTask("fail", ns, "retry", "fail", nil).maxAttempts(3).obj(),
+	})
+	got := waitTerminal(t, ns, "retry", 2, 2*time.Minute)
+	if f := got["flaky"]; f.Status.State != dtqv1alpha1.TaskSucceeded || f.Status.Attempt != 3 {
+		t.Errorf("flaky: want Succeeded on attempt 3: %s", describe(f))
+	}
+	if f := got["fail"]; f.Status.State != dtqv1alpha1.TaskDeadLettered || f.Status.Attempt != 1 ||
+		!strings.Contains(f.Status.LastError, "permanent failure") {
+		t.Errorf("fail: want DeadLettered after 1 attempt with the handler's error: %s", describe(f))
+	}
+}
+
+// Two Tasks with one key: the counter runs once; the second Task is marked a
+// duplicate of the first and mirrors its outcome.
+func testDuplicateKey(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "e2e-dup")
+	queue(t, ns, nil)
+	payload := map[string]any{"name": "e2e-dup-order-7", "holdSeconds": 1}
+	createAll(t, []*dtqv1alpha1.Task{newTask("order-7", ns, "dup", "counter", payload).key("order-7").obj()})
+	createAll(t, []*dtqv1alpha1.Task{newTask("order-7-again", ns, "dup", "counter", payload).key("order-7").obj()})
+	got := waitTerminal(t, ns, "dup", 2, 2*time.Minute)
+	first, second := got["order-7"], got["order-7-again"]
+	if first.Status.State != dtqv1alpha1.TaskSucceeded || first.Status.Idempotency == nil || first.Status.Idempotency.Duplicate {
+		t.Errorf("first: want Succeeded, not a duplicate: %s", describe(first))
+	}
+	if s := second.Status; s.State != dtqv1alpha1.TaskSucceeded || s.Idempotency == nil || !s.Idempotency.Duplicate ||
+		s.Idempotency.TaskID != first.Status.TaskID {
+		t.Errorf("second: want Succeeded as a duplicate of %s: %s", first.Status.TaskID, describe(second))
+	}
+	if !strings.Contains(first.Status.Result, `"value":1`) {
+		t.Errorf("first: result %q, want value 1", first.Status.Result)
+	}
+	if n := counter(t, "e2e-dup-order-7"); n != 1 {
+		t.Errorf("counter = %d, want 1 (one execution)", n)
+	}
+}
+
+const gitopsManifests = `
+apiVersion: dtq.dev/v1alpha1
+kind: Task
+metadata: {name: invoice-1, namespace: e2e-gitops, labels: {e2e.dtq.dev/scenario: gitops}}
+spec: {queue: q, type: counter, idempotencyKey: invoice-1, payload: {name: e2e-gitops-invoice-1}}
+---
+apiVersion: dtq.dev/v1alpha1
+kind: Task
+metadata: {name: invoice-2, namespace: e2e-gitops, labels: {e2e.dtq.dev/scenario: gitops}}
+spec: {queue: q, type: counter, idempotencyKey: invoice-2, payload: {name: e2e-gitops-invoice-2}}
+---
+apiVersion: dtq.dev/v1alpha1
+kind: Task
+metadata: {name: invoice-3, namespace: e2e-gitops, labels: {e2e.dtq.dev/scenario: gitops}}
+spec: {queue: q, type: counter, idempotencyKey: invoice-3, payload: {name: e2e-gitops-invoice-3}}
+---
+apiVersion: dtq.dev/v1alpha1
+kind: Task
+metadata: {name: report, namespace: e2e-gitops, labels: {e2e.dtq.dev/scenario: gitops}}
+spec: {queue: q, type: flaky, idempotencyKey: report-2026-11, maxAttempts: 3, payload: {failTimes: 1}}
+`
+
+// GitOps re-apply: delete every Task and apply the same manifests again:
+// the new Tasks replay the first run's outcome and nothing runs again.
+func testGitOpsReapply(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "e2e-gitops")
+	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) { s.Retry.BaseDelay = dur(200 * time.Millisecond) })
+	objs, err := devstack.DecodeManifests([]byte(gitopsManifests))
+	must(t, err)
+	apply := func() {
+		// Apply takes ownership of what it applies; hand it copies.
+		must(t, devstack.Apply(t.Context(), stack.Client, copies(objs)))
+	}
+	apply()
+	first := waitTerminal(t, ns, "gitops", len(objs), 2*time.Minute)
+	for _, task := range first {
+		if task.Status.State != dtqv1alpha1.TaskSucceeded {
+			t.Fatalf("first run: want Succeeded: %s", describe(task))
+		}
+	}
+
+	must(t, stack.Client.DeleteAllOf(t.Context(), &dtqv1alpha1.Task{}, client.InNamespace(ns),
+		client.MatchingLabels{scenarioLabel: "gitops"}))
+	must(t, poll(t.Context(), time.Minute, func() error {
+		left, err := listTasks(t.Context(), ns, "gitops")
+		if err == nil && len(left) > 0 {
+			err = fmt.Errorf("%d tasks left after delete", len(left))
+		}
+		return err
+	}))
+	apply()
+	second := waitTerminal(t, ns, "gitops", len(objs), 2*time.Minute)
+	for name, task := range second {
+		orig := first[name]
+		s := task.Status
+		if s.State != dtqv1alpha1.TaskSucceeded || s.Idempotency == nil || !s.Idempotency.Duplicate ||
+			s.Idempotency.TaskID != orig.Status.TaskID || s.Result != orig.Status.Result {
+			t.Errorf("re-applied %s: want a Succeeded duplicate of task %s with its result %q: %s",
+				name, orig.Status.TaskID, orig.Status.Result, describe(task))
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		if n := counter(t, fmt.Sprintf("e2e-gitops-invoice-%d", i)); n != 1 {
+			t.Errorf("counter invoice-%d = %d, want 1", i, n)
+		}
+	}
+}
+
+func copies(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopy()
+	}
+	return out
+}
+
+// SIGKILL of the worker process running a task: the stand-in restarts it, the
+// task is reclaimed after the visibility timeout and succeeds on attempt 2.
+func testWorkerKilledMidTask(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "e2e-crash")
+	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+		s.VisibilityTimeout = dur(2 * time.Second)
+		s.HeartbeatInterval = dur(500 * time.Millisecond)
+		s.Scaling.MinReplicas = ptr.To[int32](1)
+		s.Scaling.MaxReplicas = 1
+	})
+	// Wait for the worker first, so the task starts at once.
+	must(t, poll(t.Context(), time.Minute, func() error {
+		for _, p := range stack.Pods() {
+			if p.Namespace == ns && p.Ready {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ready worker in %s: %+v", ns, stack.Pods())
+	}))
+	createAll(t, []*dtqv1alpha1.Task{newTask("slow", ns, "crash", "sleep", map[string]int{"seconds": 6}).maxAttempts(3).obj()})
+
+	var running dtqv1alpha1.Task
+	must(t, poll(t.Context(), time.Minute, func() error {
+		if err := stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "slow"}, &running); err != nil {
+			return err
+		}
+		if running.Status.State != dtqv1alpha1.TaskRunning || running.Status.WorkerID == "" {
+			return fmt.Errorf("not running yet: %s", describe(&running))
+		}
+		return nil
+	}))
+	// The worker ID is the pod name (POD_NAME).
+	must(t, stack.SignalPod(ns, running.Status.WorkerID, syscall.SIGKILL))
+	t.Logf("SIGKILLed worker %s running task %s (attempt %d)", running.Status.WorkerID, running.Status.TaskID, running.Status.Attempt)
+
+	got := waitTerminal(t, ns, "crash", 1, 2*time.Minute)["slow"]
+	if got.Status.State != dtqv1alpha1.TaskSucceeded || got.Status.Attempt != 2 {
+		t.Errorf("want Succeeded on attempt 2 after the crash: %s", describe(got))
+	}
+	for _, p := range stack.Pods() {
+		if p.Namespace == ns && p.Name == running.Status.WorkerID && p.Restarts < 1 {
+			t.Errorf("pod %s: %d restarts, want the killed process restarted", p.Name, p.Restarts)
+		}
+	}
+}

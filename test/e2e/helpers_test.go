@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/demo"
+)
+
+// scenarioLabel marks a test's Tasks so it can list them.
+const scenarioLabel = "e2e.dtq.dev/scenario"
+
+// namespace creates a namespace for one scenario. Namespaces are never deleted:
+// envtest runs no namespace controller to finish the deletion.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := stack.Client.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// queue creates Queue <ns>/q and, at cleanup, deletes it and its worker
+// Deployment (envtest runs no garbage collector for owner references).
+func queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)) *dtqv1alpha1.Queue {
+	t.Helper()
+	q := &dtqv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: ns}}
+	if mutate != nil {
+		mutate(&q.Spec)
+	}
+	must(t, stack.Client.Create(t.Context(), q))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c := stack.Client
+		_ = c.DeleteAllOf(ctx, &dtqv1alpha1.Task{}, client.InNamespace(ns))
+		_ = c.Delete(ctx, q)
+		_ = poll(ctx, time.Minute, func() error {
+			err := c.Get(ctx, client.ObjectKeyFromObject(q), &dtqv1alpha1.Queue{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("queue %s/%s still exists: %v", ns, q.Name, err)
+		})
+		_ = c.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: q.Name + "-workers", Namespace: ns}})
+	})
+	return q
+}
+
+func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+// taskBuilder builds Task objects: newTask("t", ns, "echo").key("k").obj().
+type taskBuilder struct{ t *dtqv1alpha1.Task }
+
+func newTask(name, ns, scenario, typ string, payload any) *taskBuilder {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		panic(err)
+	}
+	return &taskBuilder{t: &dtqv1alpha1.Task{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{scenarioLabel: scenario}},
+		Spec:       dtqv1alpha1.TaskSpec{Queue: "q", Type: typ, Payload: &runtime.RawExtension{Raw: raw}},
+	}}
+}
+
+func (b *taskBuilder) key(k string) *taskBuilder { b.t.Spec.IdempotencyKey = k; return b }
+
+func (b *taskBuilder) maxAttempts(n int32) *taskBuilder { b.t.Spec.MaxAttempts = ptr.To(n); return b }
+
+func (b *taskBuilder) obj() *dtqv1alpha1.Task { return b.t }
+
+// createAll creates tasks with a few concurrent clients.
+func createAll(t *testing.T, tasks []*dtqv1alpha1.Task) {
+	t.Helper()
+	must(t, create(tasks))
+}
+
+func create(tasks []*dtqv1alpha1.Task) error {
+	ch := make(chan *dtqv1alpha1.Task)
+	errs := make(chan error, len(tasks))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for task := range ch {
+				if err := stack.Client.Create(context.Background(), task); err != nil {
+					errs <- fmt.Errorf("create task %s: %w", task.Name, err)
+				}
+			}
+		})
+	}
+	for _, task := range tasks {
+		ch <- task
+	}
+	close(ch)
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when the channel is empty
+}
+
+// listTasks lists a scenario's Tasks by name.
+func listTasks(ctx context.Context, ns, scenario string) (map[string]*dtqv1alpha1.Task, error) {
+	var list dtqv1alpha1.TaskList
+	if err := stack.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{scenarioLabel: scenario}); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*dtqv1alpha1.Task, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+func terminal(s dtqv1alpha1.TaskState) bool {
+	switch s {
+	case dtqv1alpha1.TaskSucceeded, dtqv1alpha1.TaskFailed, dtqv1alpha1.TaskDeadLettered,
+		dtqv1alpha1.TaskCancelled, dtqv1alpha1.TaskExpired:
+		return true
+	}
+	return false
+}
+
+// waitTerminal waits until n Tasks of the scenario exist and are terminal,
+// and returns them.
+func waitTerminal(t *testing.T, ns, scenario string, n int, timeout time.Duration) map[string]*dtqv1alpha1.Task {
+	t.Helper()
+	var got map[string]*dtqv1alpha1.Task
+	err := poll(t.Context(), timeout, func() error {
+		var err error
+		if got, err = listTasks(t.Context(), ns, scenario); err != nil {
+			return err
+		}
+		done := 0
+		states := map[dtqv1alpha1.TaskState]int{}
+		for _, task := range got {
+			states[task.Status.State]++
+			if terminal(task.Status.State) {
+				done++
+			}
+		}
+		if len(got) != n || done != n {
+			return fmt.Errorf("%d tasks, %d terminal, want %d: states %v", len(got), done, n, states)
+		}
+		return nil
+	})
+	must(t, err)
+	return got
+}
+
+// poll calls f until it succeeds or timeout passes; the error is f's last.
+func poll(ctx context.Context, timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// counter reads the counter handler's counter name (0 when it never ran).
+func counter(t *testing.T, name string) int64 {
+	t.Helper()
+	v, err := rdb.Get(t.Context(), demo.CounterKeyPrefix+name).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// workerPods counts the running worker processes of Queue <ns>/q.
+func workerPods(ns string) int {
+	n := 0
+	for _, p := range stack.Pods() {
+		if p.Namespace == ns && p.Deployment == "q-workers" && !p.Terminating {
+			n++
+		}
+	}
+	return n
+}
+
+func describe(task *dtqv1alpha1.Task) string {
+	st := task.Status
+	s := fmt.Sprintf("%s: state %s attempt %d", task.Name, st.State, st.Attempt)
+	if st.Idempotency != nil {
+		s += fmt.Sprintf(" idempotency %+v", *st.Idempotency)
+	}
+	if st.LastError != "" {
+		s += " lastError " + strings.TrimSpace(st.LastError)
+	}
+	return s
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

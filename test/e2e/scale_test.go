@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+)
+
+// A burst of 2,000 tasks: worker processes scale up, drain the queue and
+// scale back down to the Queue's minimum.
+func TestBurstScalesUpAndDown(t *testing.T) {
+	const n = 2000
+	ns := namespace(t, "e2e-burst")
+	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+		s.Concurrency = 10
+		s.Scaling.MinReplicas = ptr.To[int32](1)
+		s.Scaling.MaxReplicas = 4
+		s.Scaling.TargetBacklogPerWorker = 50
+		s.Scaling.ScaleDownStabilization = dur(5 * time.Second)
+	})
+	var tasks []*dtqv1alpha1.Task
+	for i := range n {
+		tasks = append(tasks, newTask(fmt.Sprintf("burst-%04d", i), ns, "burst", "sleep", map[string]float64{"seconds": 0.1}).obj())
+	}
+
+	peak := watchPeak(t, ns)
+	start := time.Now()
+	createAll(t, tasks)
+	t.Logf("%d tasks created in %v", n, time.Since(start).Round(time.Millisecond))
+	got := waitTerminal(t, ns, "burst", n, 6*time.Minute)
+	drained := time.Since(start)
+	for _, task := range got {
+		if task.Status.State != dtqv1alpha1.TaskSucceeded {
+			t.Errorf("want Succeeded: %s", describe(task))
+		}
+	}
+	if p := peak(); p < 2 {
+		t.Errorf("peak of %d worker processes during the burst, want a scale-up to at least 2", p)
+	} else {
+		t.Logf("%d tasks Succeeded in %v, peak %d worker processes", n, drained.Round(time.Millisecond), p)
+	}
+
+	// Back to the minimum once the stabilization window has passed.
+	must(t, poll(t.Context(), 2*time.Minute, func() error {
+		var d appsv1.Deployment
+		if err := stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "q-workers"}, &d); err != nil {
+			return err
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Status.ReadyReplicas != 1 || workerPods(ns) != 1 {
+			return fmt.Errorf("deployment replicas %v ready %d, %d worker processes; want 1",
+				ptr.Deref(d.Spec.Replicas, -1), d.Status.ReadyReplicas, workerPods(ns))
+		}
+		return nil
+	}))
+	t.Logf("scaled down to 1 worker %v after the drain", (time.Since(start) - drained).Round(time.Millisecond))
+}
+
+// watchPeak samples the number of the Queue's worker processes until the
+// test ends and returns a function reporting the peak so far.
+func watchPeak(t *testing.T, ns string) func() int {
+	var mu sync.Mutex
+	peak := 0
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			n := workerPods(ns)
+			mu.Lock()
+			peak = max(peak, n)
+			mu.Unlock()
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
+}
+
+// The manager and redis-server are SIGKILLed and restarted in the middle of a
+// burst: every accepted task still ends Succeeded exactly once. Each task
+// increments a counter of its own, so a lost task leaves 0 and a duplicated
+// execution 2.
+func TestRestartsMidBurst(t *testing.T) {
+	const n = 600
+	ns := namespace(t, "e2e-chaos")
+	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+		s.Concurrency = 8
+		s.VisibilityTimeout = dur(5 * time.Second)
+		s.HeartbeatInterval = dur(time.Second)
+		s.Scaling.MinReplicas = ptr.To[int32](2)
+		s.Scaling.MaxReplicas = 3
+		s.Scaling.TargetBacklogPerWorker = 100
+		s.Scaling.ScaleDownStabilization = dur(5 * time.Second)
+		s.Retry.BaseDelay = dur(200 * time.Millisecond)
+		s.Retry.MaxAttempts = 10
+	})
+	name := func(i int) string { return fmt.Sprintf("chaos-%04d", i) }
+	var tasks []*dtqv1alpha1.Task
+	for i := range n {
+		tasks = append(tasks, newTask(name(i), ns, "chaos", "counter",
+			map[string]any{"name": "e2e-" + name(i), "holdSeconds": 0.05}).key(name(i)).obj())
+	}
+
+	start := time.Now()
+	createErr := make(chan error, 1)
+	go func() { createErr <- create(tasks) }()
+	succeeded := func() int {
+		got, err := listTasks(t.Context(), ns, "chaos")
+		if err != nil {
+			return 0
+		}
+		k := 0
+		for _, task := range got {
+			if task.Status.State == dtqv1alpha1.TaskSucceeded {
+				k++
+			}
+		}
+		return k
+	}
+	waitFor := func(k int) {
+		must(t, poll(t.Context(), 3*time.Minute, func() error {
+			if s := succeeded(); s < k {
+				return fmt.Errorf("%d of %d succeeded, waiting for %d", s, n, k)
+			}
+			return nil
+		}))
+	}
+
+	waitFor(n / 5)
+	must(t, stack.RestartManager(t.Context(), syscall.SIGKILL))
+	t.Logf("manager SIGKILLed and restarted at %v (%d succeeded)", time.Since(start).Round(time.Millisecond), succeeded())
+	waitFor(2 * n / 5)
+	must(t, stack.RestartRedis(t.Context(), syscall.SIGKILL))
+	t.Logf("redis-server SIGKILLed and restarted at %v (%d succeeded)", time.Since(start).Round(time.Millisecond), succeeded())
+	waitFor(3 * n / 5)
+	must(t, stack.RestartManager(t.Context(), syscall.SIGTERM))
+	t.Logf("manager restarted gracefully at %v (%d succeeded)", time.Since(start).Round(time.Millisecond), succeeded())
+	must(t, <-createErr)
+
+	got := waitTerminal(t, ns, "chaos", n, 5*time.Minute)
+	t.Logf("%d tasks terminal %v after the first create", n, time.Since(start).Round(time.Millisecond))
+	var lost, duplicated []string
+	for i := range n {
+		task := got[name(i)]
+		st := task.Status
+		runs := counter(t, "e2e-"+name(i))
+		switch {
+		case st.State != dtqv1alpha1.TaskSucceeded || runs == 0:
+			lost = append(lost, fmt.Sprintf("%s (counter %d)", describe(task), runs))
+		case runs > 1 || (st.Idempotency != nil && st.Idempotency.Duplicate):
+			duplicated = append(duplicated, fmt.Sprintf("%s (counter %d)", describe(task), runs))
+		}
+	}
+	t.Logf("lost %d, duplicated %d of %d", len(lost), len(duplicated), n)
+	if len(lost) > 0 || len(duplicated) > 0 {
+		t.Errorf("lost %d: %s\nduplicated %d: %s", len(lost), strings.Join(head(lost), "; "),
+			len(duplicated), strings.Join(head(duplicated), "; "))
+	}
+}
+
+func head(s []string) []string { return s[:min(len(s), 10)] }
