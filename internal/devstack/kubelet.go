@@ -100,7 +100,7 @@ func newKubelet(api client.Client, reader client.Reader, workerBin, stackDir, lo
 func deploymentCacheOptions(scheme *runtime.Scheme) cache.Options {
 	req, _ := labels.NewRequirement(QueueLabel, selection.Exists, nil)
 	return cache.Options{
-		Scheme:    scheme,
+		Scheme:   scheme,
 		ByObject: map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*req)}},
 	}
 }

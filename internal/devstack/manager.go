@@ -26,7 +26,9 @@ type managerProcess struct {
 // the stack runs with any manager of this repository's history.
 func (m *managerProcess) args() ([]string, error) {
 	help, _ := exec.Command(m.bin, "--help").CombinedOutput()
-	has := func(flag string) bool { return bytes.Contains(help, []byte("-"+flag+" ")) || bytes.Contains(help, []byte("-"+flag+"\n")) }
+	has := func(flag string) bool {
+		return bytes.Contains(help, []byte("-"+flag+" ")) || bytes.Contains(help, []byte("-"+flag+"\n"))
+	}
 	if !has("redis-url") {
 		return nil, fmt.Errorf("%s --help lists no --redis-url flag; is it the dtq manager?", m.bin)
 	}
