@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,11 +15,15 @@ import (
 // Broker runs the engine's operations against one Redis (single node or cluster).
 type Broker struct {
 	rdb redis.UniversalClient
-	// fast runs the short hot-path scripts (Submit, Start, Complete). When the
-	// client supports it, this is go-redis's auto-pipeliner, so concurrent calls
-	// share round trips; blocking reads never go through it.
+	// fast runs the hot-path batch scripts (Submit, Start, Complete; see
+	// batch.go). When the client supports it, this is go-redis's auto-pipeliner,
+	// so batches of different queues and operations share round trips; blocking
+	// reads never go through it.
 	fast  redis.Scripter
 	clock clock.PassiveClock
+	// queues holds each queue's batchers (QueueRef -> *queueBatchers): concurrent
+	// Submit, Start and Complete calls on one queue share one script call.
+	queues sync.Map
 }
 
 // Option configures a Broker.

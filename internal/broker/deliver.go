@@ -122,20 +122,60 @@ func deliveryOf(band int, m redis.XMessage, reclaimed bool) Delivery {
 // A crash redelivery is a reclaimed copy of the entry the task is running
 // (the task hash remembers the entry ID); any other entry of a Running task is
 // a duplicate and absorbed.
+//
+// Concurrent Starts on one queue are coalesced into one script call (see
+// batch.go), each decided exactly as if alone.
 func (b *Broker) Start(ctx context.Context, q QueueRef, workerID string, d Delivery) (StartResult, error) {
-	k := keysFor(q)
-	now, nowtxt := b.now()
-	reclaimed := 0
-	if d.Reclaimed {
-		reclaimed = 1
-	}
-	v, err := startScript.Run(ctx, b.fast, []string{k.task(d.TaskID), k.stream(d.Band)},
-		k.prefix, d.MessageID, d.Attempt, reclaimed, workerID, now, nowtxt).Slice()
+	r, err := b.batchers(q).start.do(ctx, startItem{worker: workerID, d: d})
 	if err != nil {
 		return StartResult{}, fmt.Errorf("broker: start %s: %w", d.TaskID, err)
 	}
-	reason := str(v[0])
-	return StartResult{Run: reason == "run", Task: taskFromHash(q, hashMap(v[1])), Reason: reason}, nil
+	return r, nil
+}
+
+// startItem is one Start in a batch.
+type startItem struct {
+	worker string
+	d      Delivery
+}
+
+// startBatch runs startBatchScript for items and maps each item's reply.
+func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) ([]StartResult, []error, error) {
+	k := keysFor(q)
+	now, nowtxt := b.now()
+	keys := make([]string, 0, 2*len(items))
+	args := make([]any, 0, 3+4*len(items))
+	args = append(args, k.prefix, now, nowtxt)
+	for _, it := range items {
+		reclaimed := 0
+		if it.d.Reclaimed {
+			reclaimed = 1
+		}
+		keys = append(keys, k.task(it.d.TaskID), k.stream(it.d.Band))
+		args = append(args, it.d.MessageID, it.d.Attempt, reclaimed, it.worker)
+	}
+	replies, err := startBatchScript.Run(ctx, b.fast, keys, args...).Slice()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(replies) != len(items) {
+		return nil, nil, fmt.Errorf("%d replies for %d deliveries", len(replies), len(items))
+	}
+	out := make([]StartResult, len(items))
+	errs := make([]error, len(items))
+	for i, x := range replies {
+		v, _ := x.([]any)
+		switch {
+		case len(v) < 2:
+			errs[i] = fmt.Errorf("unexpected reply %v", x)
+		case str(v[0]) == "err":
+			errs[i] = errors.New(str(v[1]))
+		default:
+			reason := str(v[0])
+			out[i] = StartResult{Run: reason == "run", Task: taskFromHash(q, hashMap(v[1])), Reason: reason}
+		}
+	}
+	return out, errs, nil
 }
 
 // maxErrorLen bounds stored error messages (in characters).
@@ -160,9 +200,10 @@ func sanitizeError(s string) string {
 // A result that is not valid JSON is a permanent failure; a result longer than
 // ResultMaxBytes is stored as a JSON string of its first ResultMaxBytes bytes
 // with ResultTruncated set.
+//
+// Concurrent Completes on one queue are coalesced into one script call (see
+// batch.go), each recorded exactly as if alone.
 func (b *Broker) Complete(ctx context.Context, q QueueRef, d Delivery, out Outcome) (State, error) {
-	k := keysFor(q)
-	now, nowtxt := b.now()
 	kind, result := "ok", []byte(out.Result)
 	switch {
 	case out.Cancelled:
@@ -174,17 +215,61 @@ func (b *Broker) Complete(ctx context.Context, q QueueRef, d Delivery, out Outco
 	case !json.Valid(result):
 		kind, out = "error", Outcome{Err: "handler result is not valid JSON", ErrorClass: "InvalidResult"}
 	}
-	retryable := 0
+	retryable := "0"
 	if out.Retryable {
-		retryable = 1
+		retryable = "1"
 	}
-	v, err := completeScript.Run(ctx, b.fast, []string{k.task(d.TaskID), k.stream(d.Band), k.config(), k.schedule()},
-		k.prefix, d.MessageID, now, nowtxt, kind, result, sanitizeError(out.Err), out.ErrorClass, retryable,
-		strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64)).Slice()
+	st, err := b.batchers(q).complete.do(ctx, completeItem{d: d, kind: kind, result: result,
+		err: sanitizeError(out.Err), class: out.ErrorClass, retryable: retryable})
 	if err != nil {
 		return "", fmt.Errorf("broker: complete %s: %w", d.TaskID, err)
 	}
-	return State(str(v[0])), nil
+	return st, nil
+}
+
+// completeItem is one Complete in a batch.
+type completeItem struct {
+	d          Delivery
+	kind       string
+	result     []byte
+	err, class string
+	retryable  string
+}
+
+// completeBatch runs completeBatchScript for items and maps each item's reply.
+func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []completeItem) ([]State, []error, error) {
+	k := keysFor(q)
+	now, nowtxt := b.now()
+	keys := make([]string, 0, 2+2*len(items))
+	keys = append(keys, k.config(), k.schedule())
+	args := make([]any, 0, 3+7*len(items))
+	args = append(args, k.prefix, now, nowtxt)
+	for _, it := range items {
+		keys = append(keys, k.task(it.d.TaskID), k.stream(it.d.Band))
+		args = append(args, it.d.MessageID, it.kind, it.result, it.err, it.class, it.retryable,
+			strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64))
+	}
+	replies, err := completeBatchScript.Run(ctx, b.fast, keys, args...).Slice()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(replies) != len(items) {
+		return nil, nil, fmt.Errorf("%d replies for %d completions", len(replies), len(items))
+	}
+	out := make([]State, len(items))
+	errs := make([]error, len(items))
+	for i, x := range replies {
+		v, _ := x.([]any)
+		switch {
+		case len(v) == 0:
+			errs[i] = fmt.Errorf("unexpected reply %v", x)
+		case len(v) == 2 && str(v[0]) == "err":
+			errs[i] = errors.New(str(v[1]))
+		default:
+			out[i] = State(str(v[0]))
+		}
+	}
+	return out, errs, nil
 }
 
 // Touch resets the idle time of in-flight entries (XCLAIM JUSTID, idle 0) so a

@@ -88,33 +88,39 @@ end
 
 func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 
-// submitScript ingests one task with the five cases of DESIGN section 4.
+// submitBatchScript ingests a batch of tasks, in order, each with the five
+// cases of DESIGN section 4 exactly as if it were submitted alone: a later
+// item sees what earlier ones wrote (a second submit of the same key gets
+// "busy" with the first's task ID; the depth gate counts entries admitted
+// earlier in the batch), and an item that is refused writes nothing.
 //
-// KEYS[1] config, KEYS[2] task hash of ARGV[2], KEYS[3] idempotency record
-// (the config key again when there is no idempotency key), KEYS[4] schedule,
-// KEYS[5..14] streams p0..p9.
-// ARGV[1] prefix, [2] task id, [3] idempotency key ("" none), [4] now ms,
-// [5] nowtxt, [6] compact payload size, [7] type, [8] payload, [9] priority,
-// [10] max attempts (0: queue default), [11] timeout ms (0: queue default),
-// [12] not-before ms (0: now), [13] expires-at ms (0: never), [14] "1" when the
-// caller chose the ID (so it may exist already), "0" when it is fresh random.
-// Returns one of
+// KEYS[1] config, KEYS[2] schedule, KEYS[3..12] streams p0..p9; then per item
+// i (from 0) KEYS[13+2i] its task hash, KEYS[14+2i] its idempotency record (the
+// config key again when it has no idempotency key).
+// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 11 per item from ARGV[4+11i]:
+// task id, idempotency key ("" none), compact payload size, type, payload,
+// priority, max attempts (0: queue default), timeout ms (0: queue default),
+// not-before ms (0: now), expires-at ms (0: never), "1" when the caller chose
+// the ID (so it may exist already), "0" when it is fresh random.
+// Returns {"notfound"} (queue config missing: nothing written) or
+// {"ok", {item reply}...} with one reply per item, one of
 //
-//	{"notfound"}                                  queue config missing
 //	{"toolarge", limit}
 //	{"dup", task id, HGETALL task, result|false}   same ID exists, or a replay of a completed/failed record
 //	{"busy", task id}                              record processing
 //	{"full", depth, limit}                         nothing written
 //	{"new", state, max attempts, timeout ms}
+//	{"err", message}                               a Redis error in this item only
 //
 // It is the hot path. On Redis 7.0 a write from a script costs about 2 us on top
 // of the command (the first one about 5 us), reads far less, so it writes only
 // what the contract needs: record, stream entry (or schedule member), task
-// hash, event. The task hash gets its retention TTL when the task finishes
-// (finish, exhaust, complete), not here: retention counts from the end, so a
-// task waiting in a long backlog or delayed past the retention never vanishes.
-// It carries only the helpers it needs instead of luaLib.
-var submitScript = redis.NewScript(`
+// hash, event; the call, the config read and the depth gate's ten XLENs are
+// paid once per batch. The task hash gets its retention TTL when the task
+// finishes (finish, exhaust, complete), not here: retention counts from the
+// end, so a task waiting in a long backlog or delayed past the retention never
+// vanishes. It carries only the helpers it needs instead of luaLib.
+var submitBatchScript = redis.NewScript(`
 local P = ARGV[1]
 local function k_task(id) return P .. "task:" .. id end
 local function k_result(id) return P .. "result:" .. id end
@@ -123,44 +129,61 @@ local function record(id, state, nowtxt)
 end
 local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms", "idem_ttl_ms")
 if not cfg[1] then return {"notfound"} end
-if tonumber(ARGV[6]) > tonumber(cfg[2]) then return {"toolarge", cfg[2]} end
-local id, ikey, now = ARGV[2], ARGV[3], tonumber(ARGV[4])
-if ARGV[14] == "1" and redis.call("EXISTS", KEYS[2]) == 1 then
-  return {"dup", id, redis.call("HGETALL", KEYS[2]), redis.call("GET", k_result(id))}
-end
-if ikey ~= "" then
-  local cur = redis.call("GET", KEYS[3])
-  if cur then
-    local ok, rec = pcall(cjson.decode, cur)
-    if ok and type(rec) == "table" and type(rec.task_id) == "string" and redis.call("EXISTS", k_task(rec.task_id)) == 1 then
-      if rec.state == "processing" then return {"busy", rec.task_id} end
-      return {"dup", rec.task_id, redis.call("HGETALL", k_task(rec.task_id)), redis.call("GET", k_result(rec.task_id))}
-    end
-    redis.call("DEL", KEYS[3]) -- stale: its task is gone, so this is new work
-  end
-end
-local depth = 0
-for i = 5, 14 do depth = depth + redis.call("XLEN", KEYS[i]) end
-if depth >= tonumber(cfg[1]) then return {"full", depth, cfg[1]} end
+local maxDepth, maxPayload = tonumber(cfg[1]), tonumber(cfg[2])
+local now, nowms, nowtxt = ARGV[2], tonumber(ARGV[2]), ARGV[3]
+local depth -- read on first use, then counts the entries this batch added
 
-local maxAttempts = ARGV[10] ~= "0" and ARGV[10] or cfg[3]
-local timeout = ARGV[11] ~= "0" and ARGV[11] or cfg[4]
-if ikey ~= "" then
-  redis.call("SET", KEYS[3], record(id, "processing", ARGV[5]), "NX", "PX", cfg[5])
+local function submit(tk, rk, a)
+  local id, ikey = ARGV[a], ARGV[a + 1]
+  if tonumber(ARGV[a + 2]) > maxPayload then return {"toolarge", cfg[2]} end
+  if ARGV[a + 10] == "1" and redis.call("EXISTS", tk) == 1 then
+    return {"dup", id, redis.call("HGETALL", tk), redis.call("GET", k_result(id))}
+  end
+  if ikey ~= "" then
+    local cur = redis.call("GET", rk)
+    if cur then
+      local ok, rec = pcall(cjson.decode, cur)
+      if ok and type(rec) == "table" and type(rec.task_id) == "string" and redis.call("EXISTS", k_task(rec.task_id)) == 1 then
+        if rec.state == "processing" then return {"busy", rec.task_id} end
+        return {"dup", rec.task_id, redis.call("HGETALL", k_task(rec.task_id)), redis.call("GET", k_result(rec.task_id))}
+      end
+      redis.call("DEL", rk) -- stale: its task is gone, so this is new work
+    end
+  end
+  if not depth then
+    depth = 0
+    for i = 3, 12 do depth = depth + redis.call("XLEN", KEYS[i]) end
+  end
+  if depth >= maxDepth then return {"full", depth, cfg[1]} end
+
+  local prio = ARGV[a + 5]
+  local maxAttempts = ARGV[a + 6] ~= "0" and ARGV[a + 6] or cfg[3]
+  local timeout = ARGV[a + 7] ~= "0" and ARGV[a + 7] or cfg[4]
+  if ikey ~= "" then
+    redis.call("SET", rk, record(id, "processing", nowtxt), "NX", "PX", cfg[5])
+  end
+  local notBefore = ARGV[a + 8]
+  local state, avail, msg = "Queued", now, ""
+  if tonumber(notBefore) > nowms then
+    state, avail = "Pending", notBefore
+    redis.call("ZADD", KEYS[2], notBefore, id)
+  else
+    msg = redis.call("XADD", KEYS[3 + tonumber(prio)], "*", "t", id, "a", 1)
+    depth = depth + 1
+  end
+  redis.call("HSET", tk, "id", id, "type", ARGV[a + 3], "payload", ARGV[a + 4], "ikey", ikey,
+    "prio", prio, "state", state, "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout,
+    "created_at", now, "available_at", avail, "expires_at", ARGV[a + 9], "msg", msg)
+  redis.call("XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*", "type", "TaskQueued", "task", id, "attempt", 1, "at", now)
+  return {"new", state, maxAttempts, timeout}
 end
-local notBefore = tonumber(ARGV[12])
-local state, avail, msg = "Queued", ARGV[4], ""
-if notBefore > now then
-  state, avail = "Pending", ARGV[12]
-  redis.call("ZADD", KEYS[4], ARGV[12], id)
-else
-  msg = redis.call("XADD", KEYS[5 + tonumber(ARGV[9])], "*", "t", id, "a", 1)
+
+local out = {}
+for i = 0, (#ARGV - 3) / 11 - 1 do
+  local ok, r = pcall(submit, KEYS[13 + 2 * i], KEYS[14 + 2 * i], 4 + 11 * i)
+  out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
 end
-redis.call("HSET", KEYS[2], "id", id, "type", ARGV[7], "payload", ARGV[8], "ikey", ikey,
-  "prio", ARGV[9], "state", state, "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout,
-  "created_at", ARGV[4], "available_at", avail, "expires_at", ARGV[13], "msg", msg)
-redis.call("XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*", "type", "TaskQueued", "task", id, "attempt", 1, "at", ARGV[4])
-return {"new", state, maxAttempts, timeout}
+return {"ok", out}
 `)
 
 // readScript delivers up to ARGV[3] new entries to a consumer, reading the bands
@@ -203,123 +226,151 @@ end
 return {"empty", last}
 `)
 
-// startScript decides whether a delivery runs (original section 5,
-// "Pre-execution checks, in order" and "Duplicate absorption").
+// startBatchScript decides, for each delivery of a batch in order, whether it
+// runs (original section 5, "Pre-execution checks, in order" and "Duplicate
+// absorption"), exactly as if each were started alone.
 //
-// KEYS[1] task hash, KEYS[2] the entry's stream.
-// ARGV[1] prefix, [2] entry id, [3] entry attempt, [4] reclaimed (0/1),
-// [5] worker id, [6] now ms, [7] nowtxt.
-// Returns {"run", HGETALL task} or {reason, HGETALL task}, the entry then being
-// acknowledged and deleted; reason is one of missing, terminal, retrying,
-// cancelled, expired, duplicate, exhausted. Calling it again with the same
-// delivery and worker (a client retry after a lost reply) answers "run" again.
-var startScript = script(`
-local tk, msgid, now = KEYS[1], ARGV[2], ARGV[6]
-local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "expires_at", "cancel_requested", "ikey", "msg", "type", "worker_id")
-local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
-local function done(reason)
-  redis.call("XACK", KEYS[2], "workers", msgid)
-  redis.call("XDEL", KEYS[2], msgid)
-  return {reason, redis.call("HGETALL", tk)}
-end
-if not state then return done("missing") end
-if TERMINAL[state] then return done("terminal") end
-if state == "Retrying" then return done("retrying") end
-if h[6] == "1" then
-  finish(id, "Cancelled", "TaskCancelled", attempt, h[7], now, ARGV[7])
-  return done("cancelled")
-end
-local expires = tonumber(h[5]) or 0
-if expires > 0 and tonumber(now) >= expires then
-  finish(id, "Expired", "TaskExpired", attempt, h[7], now, ARGV[7])
-  return done("expired")
-end
-local entryAttempt = tonumber(ARGV[3])
-local function absorb()
-  event("TaskDuplicateAbsorbed", id, entryAttempt, now)
-  return done("duplicate")
-end
-if state == "Queued" then
-  if entryAttempt < attempt then return absorb() end
-  if entryAttempt > attempt then attempt = entryAttempt end
-elseif state == "Running" then
-  -- The same worker starting the same entry again is a client retry whose
-  -- first reply was lost: answer the same, write nothing.
-  if ARGV[4] ~= "1" and msgid == h[8] and ARGV[5] == h[10] then
-    return {"run", redis.call("HGETALL", tk)}
+// KEYS per item i (from 0): KEYS[1+2i] task hash, KEYS[2+2i] the entry's stream.
+// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 4 per item from ARGV[4+4i]:
+// entry id, entry attempt, reclaimed (0/1), worker id.
+// Returns one reply per item: {"run", HGETALL task} or {reason, HGETALL task},
+// the entry then being acknowledged and deleted; reason is one of missing,
+// terminal, retrying, cancelled, expired, duplicate, exhausted; or {"err",
+// message} for a Redis error in that item only. Starting the same delivery
+// again with the same worker (a client retry after a lost reply) answers "run"
+// again and writes nothing.
+var startBatchScript = script(`
+local now, nowtxt = ARGV[2], ARGV[3]
+local function start(tk, stream, msgid, entryAttempt, reclaimed, worker)
+  local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "expires_at", "cancel_requested", "ikey", "msg", "type", "worker_id", "finished_at")
+  local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
+  local function done(reason)
+    redis.call("XACK", stream, "workers", msgid)
+    redis.call("XDEL", stream, msgid)
+    return {reason, redis.call("HGETALL", tk)}
   end
-  -- Only a reclaimed copy of the very entry that is running is a crash
-  -- redelivery; it counts as an attempt, bounded by max_attempts.
-  if ARGV[4] ~= "1" or msgid ~= h[8] then return absorb() end
-  attempt = attempt + 1
-  if attempt > maxAttempts then
-    redis.call("HSET", tk, "attempt", attempt - 1)
-    exhaust(id, attempt - 1, h[7], h[9], "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, ARGV[7])
-    return done("exhausted")
+  if not state then return done("missing") end
+  if TERMINAL[state] then return done("terminal") end
+  if state == "Retrying" then return done("retrying") end
+  if h[6] == "1" then
+    finish(id, "Cancelled", "TaskCancelled", attempt, h[7], now, nowtxt)
+    return done("cancelled")
   end
-else
-  return absorb()
+  local expires = tonumber(h[5]) or 0
+  if expires > 0 and tonumber(now) >= expires then
+    finish(id, "Expired", "TaskExpired", attempt, h[7], now, nowtxt)
+    return done("expired")
+  end
+  local function absorb()
+    event("TaskDuplicateAbsorbed", id, entryAttempt, now)
+    return done("duplicate")
+  end
+  if state == "Queued" then
+    if entryAttempt < attempt then return absorb() end
+    if entryAttempt > attempt then attempt = entryAttempt end
+  elseif state == "Running" then
+    -- The same worker starting the same entry again is a client retry whose
+    -- first reply was lost: answer the same, write nothing.
+    if reclaimed ~= "1" and msgid == h[8] and worker == h[10] then
+      return {"run", redis.call("HGETALL", tk)}
+    end
+    -- Only a reclaimed copy of the very entry that is running is a crash
+    -- redelivery; it counts as an attempt, bounded by max_attempts.
+    if reclaimed ~= "1" or msgid ~= h[8] then return absorb() end
+    attempt = attempt + 1
+    if attempt > maxAttempts then
+      redis.call("HSET", tk, "attempt", attempt - 1)
+      exhaust(id, attempt - 1, h[7], h[9], "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
+      return done("exhausted")
+    end
+  else
+    return absorb()
+  end
+  redis.call("HSET", tk, "state", "Running", "attempt", attempt, "started_at", now, "worker_id", worker, "msg", msgid)
+  -- finished_at is only there after a retry; a delete is a write, so only then.
+  if h[11] then redis.call("HDEL", tk, "finished_at") end
+  event("TaskStarted", id, attempt, now)
+  return {"run", redis.call("HGETALL", tk)}
 end
-redis.call("HSET", tk, "state", "Running", "attempt", attempt, "started_at", now, "worker_id", ARGV[5], "msg", msgid)
-redis.call("HDEL", tk, "finished_at")
-event("TaskStarted", id, attempt, now)
-return {"run", redis.call("HGETALL", tk)}
+
+local out = {}
+for i = 0, #KEYS / 2 - 1 do
+  local a = 4 + 4 * i
+  local ok, r = pcall(start, KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3])
+  out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
+end
+return out
 `)
 
-// completeScript records an execution's outcome in the seed's write order: task
-// hash, event, result (or schedule / dead-letter entry), idempotency record
-// (SET XX KEEPTTL), then XACK+XDEL of the entry.
+// completeBatchScript records the outcomes of a batch of executions, in order,
+// each exactly as if completed alone, in the seed's write order: task hash,
+// event, result (or schedule / dead-letter entry), idempotency record (SET XX
+// KEEPTTL), then XACK+XDEL of the entry. The config is read once per batch.
 //
-// KEYS[1] task hash, KEYS[2] the entry's stream, KEYS[3] config, KEYS[4] schedule.
-// ARGV[1] prefix, [2] entry id, [3] now ms, [4] nowtxt, [5] kind (ok, error,
-// cancel), [6] result JSON, [7] error message, [8] error class, [9] retryable
-// (0/1), [10] jitter sample in [-1, 1].
-// Returns {state}: the new state, or the unchanged state when the entry is not
-// the task's running execution (a stale completion: only the ack happens).
-var completeScript = script(`
-local tk, msgid, now = KEYS[1], ARGV[2], ARGV[3]
-local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "msg", "ikey", "type")
-local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
-local function ack()
-  redis.call("XACK", KEYS[2], "workers", msgid)
-  redis.call("XDEL", KEYS[2], msgid)
-end
-if state ~= "Running" or h[5] ~= msgid then
-  ack()
-  return {state or ""}
-end
-local cfg = redis.call("HMGET", KEYS[3], "task_ttl_ms", "result_ttl_ms", "result_max", "retry_base_ms", "retry_max_ms", "retry_jitter")
-local kind = ARGV[5]
-if kind == "ok" then
-  state = "Succeeded"
-  redis.call("HSET", tk, "state", state, "finished_at", now)
-  redis.call("PEXPIRE", tk, cfg[1])
-  event("TaskSucceeded", id, attempt, now)
-  local res, max = ARGV[6], tonumber(cfg[3])
-  if #res > max then
-    res = cjson.encode(string.sub(res, 1, max))
-    redis.call("HSET", tk, "result_truncated", 1)
+// KEYS[1] config, KEYS[2] schedule; per item i (from 0) KEYS[3+2i] task hash,
+// KEYS[4+2i] the entry's stream.
+// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 7 per item from ARGV[4+7i]:
+// entry id, kind (ok, error, cancel), result JSON, error message, error class,
+// retryable (0/1), jitter sample in [-1, 1].
+// Returns one reply per item: {state}, the new state, or the unchanged state
+// when the entry is not the task's running execution (a stale completion: only
+// the ack happens); or {"err", message} for a Redis error in that item only.
+var completeBatchScript = script(`
+local now, nowtxt = ARGV[2], ARGV[3]
+local cfg -- read on first use
+local function complete(tk, stream, a)
+  local msgid = ARGV[a]
+  local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "msg", "ikey", "type")
+  local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
+  local function ack()
+    redis.call("XACK", stream, "workers", msgid)
+    redis.call("XDEL", stream, msgid)
   end
-  redis.call("SET", k_result(id), res, "PX", cfg[2])
-  idem_update(h[6], id, "completed", ARGV[4])
-elseif kind == "cancel" then
-  state = "Cancelled"
-  finish(id, state, "TaskCancelled", attempt, h[6], now, ARGV[4])
-elseif ARGV[9] == "1" and attempt < maxAttempts then
-  state = "Retrying"
-  local delay = math.min(tonumber(cfg[5]), tonumber(cfg[4]) * 2 ^ (attempt - 1))
-  delay = math.max(0, math.floor(delay * (1 + tonumber(cfg[6]) * tonumber(ARGV[10]))))
-  local due = int(tonumber(now) + delay)
-  redis.call("HSET", tk, "state", state, "finished_at", now, "available_at", due,
-    "last_error", ARGV[7], "error_class", ARGV[8])
-  event("TaskRetryScheduled", id, attempt, now)
-  redis.call("ZADD", KEYS[4], due, id)
-else
-  exhaust(id, attempt, h[6], h[7], ARGV[7], ARGV[8], now, ARGV[4])
-  state = redis.call("HGET", tk, "state")
+  if state ~= "Running" or h[5] ~= msgid then
+    ack()
+    return {state or ""}
+  end
+  cfg = cfg or redis.call("HMGET", KEYS[1], "task_ttl_ms", "result_ttl_ms", "result_max", "retry_base_ms", "retry_max_ms", "retry_jitter")
+  local kind = ARGV[a + 1]
+  if kind == "ok" then
+    state = "Succeeded"
+    local res, max = ARGV[a + 2], tonumber(cfg[3])
+    if #res > max then
+      res = cjson.encode(string.sub(res, 1, max))
+      redis.call("HSET", tk, "state", state, "finished_at", now, "result_truncated", 1)
+    else
+      redis.call("HSET", tk, "state", state, "finished_at", now)
+    end
+    redis.call("PEXPIRE", tk, cfg[1])
+    event("TaskSucceeded", id, attempt, now)
+    redis.call("SET", k_result(id), res, "PX", cfg[2])
+    idem_update(h[6], id, "completed", nowtxt)
+  elseif kind == "cancel" then
+    state = "Cancelled"
+    finish(id, state, "TaskCancelled", attempt, h[6], now, nowtxt)
+  elseif ARGV[a + 5] == "1" and attempt < maxAttempts then
+    state = "Retrying"
+    local delay = math.min(tonumber(cfg[5]), tonumber(cfg[4]) * 2 ^ (attempt - 1))
+    delay = math.max(0, math.floor(delay * (1 + tonumber(cfg[6]) * tonumber(ARGV[a + 6]))))
+    local due = int(tonumber(now) + delay)
+    redis.call("HSET", tk, "state", state, "finished_at", now, "available_at", due,
+      "last_error", ARGV[a + 3], "error_class", ARGV[a + 4])
+    event("TaskRetryScheduled", id, attempt, now)
+    redis.call("ZADD", KEYS[2], due, id)
+  else
+    exhaust(id, attempt, h[6], h[7], ARGV[a + 3], ARGV[a + 4], now, nowtxt)
+    state = redis.call("HGET", tk, "state")
+  end
+  ack()
+  return {state}
 end
-ack()
-return {state}
+
+local out = {}
+for i = 0, (#KEYS - 2) / 2 - 1 do
+  local ok, r = pcall(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 4 + 7 * i)
+  out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
+end
+return out
 `)
 
 // promoteScript moves up to ARGV[4] due schedule members to their streams:

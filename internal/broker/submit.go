@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -94,6 +95,11 @@ func msOrZero(t time.Time) int64 {
 // come from the queue's config and are checked in the script (PAYLOAD_TOO_LARGE
 // before the depth gate, replays before both). The gate applies to delayed
 // tasks too, so a flood of delayed work cannot bypass backpressure.
+//
+// Concurrent Submits to one queue are coalesced into one script call (see
+// batch.go) that handles them in arrival order, each with exactly the result it
+// would get alone; the times of the task (created_at, the record's updated_at)
+// are those of the batch's script call.
 func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (SubmitResult, error) {
 	if err := validate(req); err != nil {
 		return SubmitResult{}, err
@@ -106,23 +112,67 @@ func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (Sub
 	if req.ID == "" {
 		req.ID, chosenID = NewTaskID(), "0"
 	}
+	res, err := b.batchers(q).submit.do(ctx, submitItem{req: req, payload: payload, chosenID: chosenID})
+	if err != nil && CodeOf(err) == "" {
+		return SubmitResult{}, fmt.Errorf("broker: submit to %s: %w", q, err)
+	}
+	return res, err
+}
+
+// submitItem is one Submit in a batch: the validated request and its compact payload.
+type submitItem struct {
+	req      SubmitRequest
+	payload  []byte
+	chosenID string
+}
+
+// submitBatch runs submitBatchScript for items and maps each item's reply.
+func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem) ([]SubmitResult, []error, error) {
 	k := keysFor(q)
 	now, nowtxt := b.now()
-	idemKey := k.config()
-	if req.IdempotencyKey != "" {
-		idemKey = k.idempotency(req.IdempotencyKey)
+	keys := make([]string, 0, 2+Bands+2*len(items))
+	keys = append(append(keys, k.config(), k.schedule()), k.streams()...)
+	args := make([]any, 0, 3+11*len(items))
+	args = append(args, k.prefix, now, nowtxt)
+	notBefore := make([]int64, len(items))
+	for i, it := range items {
+		r := it.req
+		idemKey := k.config()
+		if r.IdempotencyKey != "" {
+			idemKey = k.idempotency(r.IdempotencyKey)
+		}
+		if nb := msOrZero(r.NotBefore); nb > now {
+			notBefore[i] = nb
+		}
+		keys = append(keys, k.task(r.ID), idemKey)
+		args = append(args, r.ID, r.IdempotencyKey, len(it.payload), r.Type, it.payload,
+			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID)
 	}
-	notBefore := msOrZero(req.NotBefore)
-	if notBefore <= now {
-		notBefore = 0
-	}
-	keys := append([]string{k.config(), k.task(req.ID), idemKey, k.schedule()}, k.streams()...)
-	v, err := submitScript.Run(ctx, b.fast, keys,
-		k.prefix, req.ID, req.IdempotencyKey, now, nowtxt, len(payload), req.Type, payload,
-		req.Priority, req.MaxAttempts, req.Timeout.Milliseconds(), notBefore, msOrZero(req.ExpiresAt), chosenID,
-	).Slice()
+	v, err := submitBatchScript.Run(ctx, b.fast, keys, args...).Slice()
 	if err != nil {
-		return SubmitResult{}, fmt.Errorf("broker: submit to %s: %w", q, err)
+		return nil, nil, err
+	}
+	if str(v[0]) == "notfound" {
+		return nil, nil, &Error{Code: CodeQueueNotFound, Message: "queue " + q.String() + " not found"}
+	}
+	replies, _ := v[1].([]any)
+	if len(replies) != len(items) {
+		return nil, nil, fmt.Errorf("%d replies for %d tasks", len(replies), len(items))
+	}
+	out := make([]SubmitResult, len(items))
+	errs := make([]error, len(items))
+	for i, x := range replies {
+		rep, _ := x.([]any)
+		out[i], errs[i] = submitReply(q, items[i], now, notBefore[i], rep)
+	}
+	return out, errs, nil
+}
+
+// submitReply maps one item's reply of submitBatchScript.
+func submitReply(q QueueRef, it submitItem, now, notBefore int64, v []any) (SubmitResult, error) {
+	req := it.req
+	if len(v) == 0 {
+		return SubmitResult{}, errors.New("empty reply")
 	}
 	switch str(v[0]) {
 	case "new":
@@ -130,7 +180,7 @@ func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (Sub
 		timeout, _ := strconv.ParseInt(str(v[3]), 10, 64)
 		created := time.UnixMilli(now).UTC()
 		t := TaskInfo{
-			ID: req.ID, Queue: q, Type: req.Type, Payload: payload, IdempotencyKey: req.IdempotencyKey,
+			ID: req.ID, Queue: q, Type: req.Type, Payload: it.payload, IdempotencyKey: req.IdempotencyKey,
 			Priority: req.Priority, State: State(str(v[1])), Attempt: 1, MaxAttempts: maxAttempts,
 			Timeout: time.Duration(timeout) * time.Millisecond, CreatedAt: created, AvailableAt: created,
 		}
@@ -155,9 +205,9 @@ func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (Sub
 	case "toolarge":
 		limit, _ := strconv.ParseInt(str(v[1]), 10, 64)
 		return SubmitResult{}, &Error{Code: CodePayloadTooLarge, Limit: limit,
-			Message: fmt.Sprintf("payload is %d bytes, limit %d", len(payload), limit)}
-	case "notfound":
-		return SubmitResult{}, &Error{Code: CodeQueueNotFound, Message: "queue " + q.String() + " not found"}
+			Message: fmt.Sprintf("payload is %d bytes, limit %d", len(it.payload), limit)}
+	case "err":
+		return SubmitResult{}, errors.New(str(v[1]))
 	}
-	return SubmitResult{}, fmt.Errorf("broker: submit: unexpected reply %v", v)
+	return SubmitResult{}, fmt.Errorf("unexpected reply %v", v)
 }

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,7 +48,21 @@ func main() {
 	producers := flag.Int("producers", 16, "concurrent producers")
 	run := flag.String("run", "", "regexp selecting groups or case names")
 	addr := flag.String("addr", "", "use this redis-server (it is flushed!) instead of starting one")
+	verbose := flag.Bool("v", false, "print Redis CPU time and script calls per run")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (client side) to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	sel := regexp.MustCompile(*run)
 
 	if *addr == "" {
@@ -77,7 +93,13 @@ func main() {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(1)
 			}
+			cpu0 := redisCPU(ctx, rdb)
+			_ = rdb.ConfigResetStat(ctx).Err()
 			n, d, err := f(ctx, p)
+			if *verbose {
+				fmt.Fprintf(os.Stderr, "%s/%s: %d ops in %s, redis cpu %.2fs (%.1f us/op); %s\n", c.Group, c.Name, n,
+					d.Round(time.Millisecond), redisCPU(ctx, rdb)-cpu0, (redisCPU(ctx, rdb)-cpu0)*1e6/float64(n), scriptCalls(ctx, rdb))
+			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s/%s: %v\n", c.Group, c.Name, err)
 				os.Exit(1)
@@ -88,6 +110,34 @@ func main() {
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.2f\t\n", c.Group, c.Name, ours, peer, ours/peer)
 	}
 	tw.Flush()
+}
+
+// redisCPU returns the server's used CPU seconds (user+sys).
+func redisCPU(ctx context.Context, rdb *redis.Client) float64 {
+	info, _ := rdb.Info(ctx, "cpu").Result()
+	var t float64
+	for _, l := range strings.Split(info, "\n") {
+		for _, f := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), f); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				t += x
+			}
+		}
+	}
+	return t
+}
+
+// scriptCalls summarises the evalsha/eval lines of INFO commandstats.
+func scriptCalls(ctx context.Context, rdb *redis.Client) string {
+	info, _ := rdb.Info(ctx, "commandstats").Result()
+	var out []string
+	for _, l := range strings.Split(info, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "cmdstat_evalsha:") || strings.HasPrefix(l, "cmdstat_eval:") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 func redisVersion(info string) string {

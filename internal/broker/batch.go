@@ -1,0 +1,173 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Batching of the hot path. On Redis a script call has a fixed cost (EVALSHA,
+// the first write, the config read, Submit's ten XLENs of the depth gate) that
+// is larger than the per-task work, so concurrent Submit, Start and Complete
+// calls on one queue are coalesced into one script call that processes the
+// items in order, each with exactly the semantics of a call on its own (see
+// the batch scripts in scripts.go).
+//
+// A batcher never waits to fill a batch: the first caller of an idle batcher
+// starts a flusher at once, which takes that item and whatever else is already
+// waiting (up to maxBatch); while a flush is in Redis new callers queue up and
+// the next flush takes them. At most maxFlights flushes per queue and
+// operation run at the same time (one measured best: two halve the batch size
+// and cost more Redis CPU than the overlap saves; batches of different queues
+// and operations still share round trips through the auto-pipeliner). A lone
+// caller therefore pays only a goroutine hand-off.
+
+const (
+	maxBatch   = 128
+	maxFlights = 1
+)
+
+// batchCall is one caller's item.
+type batchCall[Req, Res any] struct {
+	ctx       context.Context
+	req       Req
+	res       Res
+	err       error
+	done      chan struct{}
+	taken     bool // by a flusher (under batcher.mu)
+	cancelled bool // the caller gave up before it was taken (under batcher.mu)
+}
+
+// batcher coalesces concurrent calls of one operation on one queue. run gets the
+// requests in arrival order and returns one result and error per request, or a
+// single error (a failed script or connection) that every caller gets.
+type batcher[Req, Res any] struct {
+	run func(ctx context.Context, reqs []Req) ([]Res, []error, error)
+
+	mu      sync.Mutex
+	waiting []*batchCall[Req, Res]
+	flights int
+}
+
+func newBatcher[Req, Res any](run func(context.Context, []Req) ([]Res, []error, error)) *batcher[Req, Res] {
+	return &batcher[Req, Res]{run: run}
+}
+
+// do queues req and waits for its result. When ctx ends before a flusher took
+// the item, nothing of it reaches Redis; when it ends while the batch is in
+// Redis, do returns ctx.Err() and the item may or may not have been applied
+// (like any Redis call cancelled after it was sent).
+func (bt *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
+	var zero Res
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	c := &batchCall[Req, Res]{ctx: ctx, req: req, done: make(chan struct{})}
+	bt.mu.Lock()
+	bt.waiting = append(bt.waiting, c)
+	if bt.flights < maxFlights {
+		bt.flights++
+		go bt.flush()
+	}
+	bt.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		bt.mu.Lock()
+		if !c.taken {
+			c.cancelled = true
+		}
+		bt.mu.Unlock()
+		return zero, ctx.Err()
+	}
+}
+
+// flush runs batches until nothing is waiting.
+func (bt *batcher[Req, Res]) flush() {
+	batch := make([]*batchCall[Req, Res], 0, 16)
+	reqs := make([]Req, 0, 16)
+	for {
+		batch, reqs = batch[:0], reqs[:0]
+		bt.mu.Lock()
+		i := 0
+		for ; i < len(bt.waiting) && len(batch) < maxBatch; i++ {
+			c := bt.waiting[i]
+			if c.cancelled {
+				continue
+			}
+			c.taken = true
+			batch = append(batch, c)
+			reqs = append(reqs, c.req)
+		}
+		n := copy(bt.waiting, bt.waiting[i:])
+		clear(bt.waiting[n:])
+		bt.waiting = bt.waiting[:n]
+		if len(batch) == 0 {
+			bt.flights--
+			bt.mu.Unlock()
+			return
+		}
+		bt.mu.Unlock()
+
+		ctx, cancel := batchContext(batch)
+		res, errs, err := bt.run(ctx, reqs)
+		cancel()
+		for i, c := range batch {
+			switch {
+			case err != nil:
+				c.err = err
+			default:
+				c.res = res[i]
+				if errs != nil {
+					c.err = errs[i]
+				}
+			}
+			close(c.done)
+		}
+	}
+}
+
+// batchContext is the context a batch runs with: no caller's cancellation (one
+// caller giving up must not fail the others), the values of the first, and the
+// latest of the callers' deadlines when every caller has one.
+func batchContext[Req, Res any](batch []*batchCall[Req, Res]) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.WithoutCancel(batch[0].ctx), func() {}
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), last)
+}
+
+// queueBatchers holds the batchers of one queue.
+type queueBatchers struct {
+	submit   *batcher[submitItem, SubmitResult]
+	start    *batcher[startItem, StartResult]
+	complete *batcher[completeItem, State]
+}
+
+// batchers returns q's batchers, creating them on first use.
+func (b *Broker) batchers(q QueueRef) *queueBatchers {
+	if v, ok := b.queues.Load(q); ok {
+		return v.(*queueBatchers)
+	}
+	qb := &queueBatchers{
+		submit: newBatcher(func(ctx context.Context, items []submitItem) ([]SubmitResult, []error, error) {
+			return b.submitBatch(ctx, q, items)
+		}),
+		start: newBatcher(func(ctx context.Context, items []startItem) ([]StartResult, []error, error) {
+			return b.startBatch(ctx, q, items)
+		}),
+		complete: newBatcher(func(ctx context.Context, items []completeItem) ([]State, []error, error) {
+			return b.completeBatch(ctx, q, items)
+		}),
+	}
+	v, _ := b.queues.LoadOrStore(q, qb)
+	return v.(*queueBatchers)
+}
