@@ -171,9 +171,15 @@ local function submit(tk, rk, a)
     msg = redis.call("XADD", KEYS[3 + tonumber(prio)], "*", "t", id, "a", 1)
     depth = depth + 1
   end
-  redis.call("HSET", tk, "id", id, "type", ARGV[a + 3], "payload", ARGV[a + 4], "ikey", ikey,
-    "prio", prio, "state", state, "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout,
-    "created_at", now, "available_at", avail, "expires_at", ARGV[a + 9], "msg", msg)
+  -- Fields at their default are left out (each costs a little): no ikey
+  -- without a key, no expires_at without expiry, available_at only when it is
+  -- not created_at, msg only for a stream entry (readers treat absent as such).
+  local f = {"id", id, "type", ARGV[a + 3], "payload", ARGV[a + 4], "prio", prio, "state", state,
+    "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout, "created_at", now}
+  if ikey ~= "" then f[#f + 1] = "ikey"; f[#f + 1] = ikey end
+  if ARGV[a + 9] ~= "0" then f[#f + 1] = "expires_at"; f[#f + 1] = ARGV[a + 9] end
+  if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg else f[#f + 1] = "available_at"; f[#f + 1] = avail end
+  redis.call("HSET", tk, unpack(f))
   redis.call("XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*", "type", "TaskQueued", "task", id, "attempt", 1, "at", now)
   return {"new", state, maxAttempts, timeout}
 end

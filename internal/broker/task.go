@@ -41,6 +41,9 @@ func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
 		CancelRequested: m["cancel_requested"] == "1",
 		ResultTruncated: m["result_truncated"] == "1",
 	}
+	if _, ok := m["available_at"]; !ok {
+		ti.AvailableAt = ti.CreatedAt // submit leaves it out when it is created_at
+	}
 	if p, ok := m["payload"]; ok {
 		ti.Payload = json.RawMessage(p)
 	}
