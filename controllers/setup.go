@@ -49,6 +49,9 @@ const (
 	DefaultWorkerImage    = "ghcr.io/dtq-dev/dtq-worker:latest"
 	DefaultCoalesceWindow = 300 * time.Millisecond
 	DefaultResyncPeriod   = 30 * time.Second
+	// DefaultTaskConcurrency reconciles Tasks in parallel: a reconcile is
+	// mostly waiting on Redis and the API server.
+	DefaultTaskConcurrency = 16
 	// busyRequeue is how often a Queue with backlog or workers is re-read for
 	// autoscaling and status.
 	busyRequeue = 2 * time.Second
@@ -68,9 +71,8 @@ type Options struct {
 	// ResyncPeriod is how often every unfinished Task is re-read from Redis, to
 	// cover events the syncer missed (stream trimmed, manager down).
 	ResyncPeriod time.Duration
-	// ControllerNamePrefix makes controller names unique when several managers
-	// run in one process (tests).
-	ControllerNamePrefix string
+	// TaskConcurrency is how many Tasks are reconciled at once.
+	TaskConcurrency int
 }
 
 func (o Options) withDefaults(rdb redis.UniversalClient) Options {
@@ -85,6 +87,9 @@ func (o Options) withDefaults(rdb redis.UniversalClient) Options {
 	}
 	if o.CoalesceWindow == 0 {
 		o.CoalesceWindow = DefaultCoalesceWindow
+	}
+	if o.TaskConcurrency == 0 {
+		o.TaskConcurrency = DefaultTaskConcurrency
 	}
 	if o.ResyncPeriod == 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
@@ -108,14 +113,14 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 		Client: mgr.GetClient(), Engine: opts.Engine, Clock: opts.Clock, Recorder: recorder,
 		CoalesceWindow: opts.CoalesceWindow, tombstones: newTombstones(),
 	}
-	if err := tr.SetupWithManager(mgr, opts.ControllerNamePrefix+"task", taskEvents); err != nil {
+	if err := tr.SetupWithManager(mgr, "task", opts.TaskConcurrency, taskEvents); err != nil {
 		return fmt.Errorf("set up task controller: %w", err)
 	}
 	qr := &QueueReconciler{
 		Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Engine: opts.Engine, Clock: opts.Clock,
 		Recorder: recorder, Workers: opts.Workers,
 	}
-	if err := qr.SetupWithManager(mgr, opts.ControllerNamePrefix+"queue", queueEvents); err != nil {
+	if err := qr.SetupWithManager(mgr, "queue", queueEvents); err != nil {
 		return fmt.Errorf("set up queue controller: %w", err)
 	}
 	loops := &queueLoops{

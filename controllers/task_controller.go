@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -343,9 +344,10 @@ func (r *TaskReconciler) now() time.Time { return r.Clock.Now().UTC().Truncate(t
 
 // SetupWithManager watches Tasks (delete events cancel), Queues (a Queue that
 // appears wakes the Tasks waiting for it) and the status syncer's channel.
-func (r *TaskReconciler) SetupWithManager(mgr ctrl.Manager, name string, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Task]) error {
+func (r *TaskReconciler) SetupWithManager(mgr ctrl.Manager, name string, concurrency int, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Task]) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Watches(&dtqv1alpha1.Task{}, r.taskHandler()).
 		Watches(&dtqv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.waitingTasks)).
 		WatchesRawSource(source.Channel(syncer, &handler.TypedEnqueueRequestForObject[*dtqv1alpha1.Task]{})).
