@@ -60,6 +60,8 @@ type TaskReconciler struct {
 	// CoalesceWindow delays the status write of a task that was just queued or
 	// just started, so a fast task costs one status write.
 	CoalesceWindow time.Duration
+	// WarningEventsOnly skips Normal Events except Duplicate.
+	WarningEventsOnly bool
 
 	tombstones *tombstones
 	// written is the last status this manager wrote per task UID: the cache
@@ -325,8 +327,11 @@ func (r *TaskReconciler) collectAfter(ctx context.Context, task *dtqv1alpha1.Tas
 	if ttl == nil {
 		return ctrl.Result{}, nil
 	}
+	// A duplicate's finishedAt is the original's, possibly long before this
+	// Task existed: count from the later of the two, so a re-applied manifest
+	// is not deleted (and re-applied by GitOps) at once.
 	finished := task.CreationTimestamp.Time
-	if st.FinishedAt != nil {
+	if st.FinishedAt != nil && st.FinishedAt.After(finished) {
 		finished = st.FinishedAt.Time
 	}
 	if left := finished.Add(time.Duration(*ttl) * time.Second).Sub(r.now()); left > 0 {

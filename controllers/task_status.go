@@ -138,7 +138,9 @@ func (r *TaskReconciler) recordMilestones(t *dtqv1alpha1.Task, prev, next *dtqv1
 		return
 	}
 	if typ, reason, note, ok := milestone(prev, next); ok {
-		r.Recorder.Eventf(t, nil, typ, reason, "Sync", "%s", note)
+		if typ == corev1.EventTypeWarning || reason == EventReasonDuplicate || !r.WarningEventsOnly {
+			r.Recorder.Eventf(t, nil, typ, reason, "Sync", "%s", note)
+		}
 		return
 	}
 	if c := findCondition(next.Conditions, dtqv1alpha1.TaskSubmitted); c != nil && c.Status == metav1.ConditionFalse {

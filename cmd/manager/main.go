@@ -58,6 +58,7 @@ func main() {
 		workerImage, workerRedisURL      string
 		workerRedisSecret                string
 		leaderElect, secureMetrics       bool
+		warningEventsOnly                bool
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint (:8443 HTTPS, :8080 HTTP, 0 disables).")
@@ -72,6 +73,8 @@ func main() {
 		"DTQ_REDIS_URL given to worker pods (default: --redis-url).")
 	flag.StringVar(&workerRedisSecret, "worker-redis-secret", "",
 		"<secret>/<key> in each Queue's namespace holding the workers' Redis URL; overrides --worker-redis-url.")
+	flag.BoolVar(&warningEventsOnly, "warning-task-events-only", false,
+		"Emit only Warning and Duplicate Events for Tasks (each Event is an API write).")
 	opts := zap.Options{Development: true}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -116,7 +119,7 @@ func main() {
 		}
 		workers.RedisSecretName, workers.RedisSecretKey = name, key
 	}
-	if err := controllers.Setup(mgr, rdb, controllers.Options{Workers: workers}); err != nil {
+	if err := controllers.Setup(mgr, rdb, controllers.Options{Workers: workers, WarningTaskEventsOnly: warningEventsOnly}); err != nil {
 		setupLog.Error(err, "Failed to set up controllers")
 		os.Exit(1)
 	}
