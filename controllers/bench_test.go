@@ -90,7 +90,7 @@ func BenchmarkCRPath(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := Options{WarningTaskEventsOnly: os.Getenv("DTQ_BENCH_WARNING_EVENTS_ONLY") == "1"}
+	opts := Options{RoutineTaskEvents: os.Getenv("DTQ_BENCH_ROUTINE_EVENTS") == "1"}
 	if err := Setup(mgr, rdb, opts); err != nil {
 		b.Fatal(err)
 	}
@@ -152,8 +152,8 @@ func BenchmarkCRPath(b *testing.B) {
 	b.ReportMetric(eventWrites, "eventwrites/task")
 	b.Logf("\n| what | value |\n|---|---|\n| raw ConfigMap create rate (%d producers) | %.0f/s |\n"+
 		"| Task CR create -> Succeeded (%d Tasks, %d producers, echo) | %.0f/s |\n| CR path / raw | %.0f%% |\n"+
-		"| Task writes per task (create + status) | %.2f |\n| Event writes per task (warning events only: %t) | %.2f |\n",
-		producers, rawRate, n, producers, crRate, crRate/rawRate*100, taskWrites, opts.WarningTaskEventsOnly, eventWrites)
+		"| Task writes per task (create + status) | %.2f |\n| Event writes per task (routine events: %t) | %.2f |\n",
+		producers, rawRate, n, producers, crRate, crRate/rawRate*100, taskWrites, opts.RoutineTaskEvents, eventWrites)
 }
 
 // produce runs n calls of f over p goroutines and returns calls per second.

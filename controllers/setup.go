@@ -71,10 +71,11 @@ type Options struct {
 	// ResyncPeriod is how often every unfinished Task is re-read from Redis, to
 	// cover events the syncer missed (stream trimmed, manager down).
 	ResyncPeriod time.Duration
-	// WarningTaskEventsOnly drops the Normal per-Task Events (Submitted,
-	// Succeeded, Cancelled) and keeps warnings and Duplicate. Each Event is an
-	// API write; this saves about one write per task at high volume.
-	WarningTaskEventsOnly bool
+	// RoutineTaskEvents also emits the Normal Submitted and Succeeded Events of
+	// every Task. Off by default: each Event is an API write, and at volume they
+	// would double a task's writes; the status already shows both. Warnings and
+	// the notable Normal Events (Duplicate, Cancelled) are always emitted.
+	RoutineTaskEvents bool
 	// TaskConcurrency is how many Tasks are reconciled at once.
 	TaskConcurrency int
 }
@@ -115,7 +116,7 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 
 	tr := &TaskReconciler{
 		Client: mgr.GetClient(), Engine: opts.Engine, Clock: opts.Clock, Recorder: recorder,
-		CoalesceWindow: opts.CoalesceWindow, WarningEventsOnly: opts.WarningTaskEventsOnly, tombstones: newTombstones(),
+		CoalesceWindow: opts.CoalesceWindow, RoutineEvents: opts.RoutineTaskEvents, tombstones: newTombstones(),
 	}
 	if err := tr.SetupWithManager(mgr, "task", opts.TaskConcurrency, taskEvents); err != nil {
 		return fmt.Errorf("set up task controller: %w", err)

@@ -60,8 +60,8 @@ type TaskReconciler struct {
 	// CoalesceWindow delays the status write of a task that was just queued or
 	// just started, so a fast task costs one status write.
 	CoalesceWindow time.Duration
-	// WarningEventsOnly skips Normal Events except Duplicate.
-	WarningEventsOnly bool
+	// RoutineEvents also records the Normal Submitted and Succeeded Events.
+	RoutineEvents bool
 
 	tombstones *tombstones
 	// written is the last status this manager wrote per task UID: the cache

@@ -138,7 +138,7 @@ func (r *TaskReconciler) recordMilestones(t *dtqv1alpha1.Task, prev, next *dtqv1
 		return
 	}
 	if typ, reason, note, ok := milestone(prev, next); ok {
-		if typ == corev1.EventTypeWarning || reason == EventReasonDuplicate || !r.WarningEventsOnly {
+		if r.RoutineEvents || (reason != EventReasonSubmitted && reason != EventReasonSucceeded) {
 			r.Recorder.Eventf(t, nil, typ, reason, "Sync", "%s", note)
 		}
 		return

@@ -58,7 +58,9 @@ func main() {
 		workerImage, workerRedisURL      string
 		workerRedisSecret                string
 		leaderElect, secureMetrics       bool
-		warningEventsOnly                bool
+		routineEvents                    bool
+		qps                              float64
+		burst                            int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint (:8443 HTTPS, :8080 HTTP, 0 disables).")
@@ -73,8 +75,10 @@ func main() {
 		"DTQ_REDIS_URL given to worker pods (default: --redis-url).")
 	flag.StringVar(&workerRedisSecret, "worker-redis-secret", "",
 		"<secret>/<key> in each Queue's namespace holding the workers' Redis URL; overrides --worker-redis-url.")
-	flag.BoolVar(&warningEventsOnly, "warning-task-events-only", false,
-		"Emit only Warning and Duplicate Events for Tasks (each Event is an API write).")
+	flag.BoolVar(&routineEvents, "routine-task-events", false,
+		"Also emit the Normal Submitted and Succeeded Events of every Task (each Event is an API write).")
+	flag.Float64Var(&qps, "kube-api-qps", 100, "Queries per second to the API server (client-go's default of 20 would cap the CR path at about 20 tasks/s).")
+	flag.IntVar(&burst, "kube-api-burst", 200, "Burst of queries to the API server.")
 	opts := zap.Options{Development: true}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -95,7 +99,9 @@ func main() {
 	if secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restCfg := ctrl.GetConfigOrDie()
+	restCfg.QPS, restCfg.Burst = float32(qps), burst
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        probeAddr,
@@ -119,7 +125,7 @@ func main() {
 		}
 		workers.RedisSecretName, workers.RedisSecretKey = name, key
 	}
-	if err := controllers.Setup(mgr, rdb, controllers.Options{Workers: workers, WarningTaskEventsOnly: warningEventsOnly}); err != nil {
+	if err := controllers.Setup(mgr, rdb, controllers.Options{Workers: workers, RoutineTaskEvents: routineEvents}); err != nil {
 		setupLog.Error(err, "Failed to set up controllers")
 		os.Exit(1)
 	}
