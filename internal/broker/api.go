@@ -3,7 +3,10 @@
 // Every key of one queue carries the hash tag {<namespace>/<queue>} (see keys.go),
 // so each Lua script touches a single slot and the engine runs unchanged on Redis
 // Cluster. Every multi-step state change is one Lua script (scripts.go) with its
-// KEYS, ARGV and return values documented above it.
+// KEYS, ARGV and return values documented above it. On the hot path, concurrent
+// Submit, Start and Complete calls on one queue are coalesced into one script
+// call that handles them in order, each with exactly the semantics of a call on
+// its own (batch.go); the public methods are unchanged.
 //
 // This file is the engine's contract with its callers (the controllers, the worker
 // SDK and the HTTP API): the exported types, errors and the Broker's methods.
