@@ -168,7 +168,10 @@ func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, next 
 			return outcome{requeue: queueNotReadyRetry}, nil
 		}
 		applyTaskInfo(next, task, info, true)
-		next.Idempotency.State = dtqv1alpha1.IdempotencyProcessing
+		if info.State.Terminal() { // it finished between the two calls: a replay
+			r.setSubmitted(next, task, info, true)
+			return outcome{info: &info}, nil
+		}
 		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonIdempotencyInProgress,
 			fmt.Sprintf("Task %s owns idempotency key %q and is in progress; this Task mirrors it", e.TaskID, task.Spec.IdempotencyKey))
 		return outcome{info: &info}, nil

@@ -231,26 +231,32 @@ type QueueStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// queued is the number of tasks waiting in the streams.
+	// +kubebuilder:default=0
 	// +optional
 	Queued int64 `json:"queued"`
 
 	// inFlight is the number of tasks delivered to workers and not yet finished.
+	// +kubebuilder:default=0
 	// +optional
 	InFlight int64 `json:"inFlight"`
 
 	// scheduled is the number of delayed and retrying tasks waiting for their time.
+	// +kubebuilder:default=0
 	// +optional
 	Scheduled int64 `json:"scheduled"`
 
 	// deadLettered is the length of the dead-letter stream.
+	// +kubebuilder:default=0
 	// +optional
 	DeadLettered int64 `json:"deadLettered"`
 
 	// desiredWorkers is the replica count the autoscaler chose.
+	// +kubebuilder:default=0
 	// +optional
 	DesiredWorkers int32 `json:"desiredWorkers"`
 
 	// readyWorkers is the number of ready worker pods.
+	// +kubebuilder:default=0
 	// +optional
 	ReadyWorkers int32 `json:"readyWorkers"`
 

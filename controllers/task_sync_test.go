@@ -1,0 +1,62 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/testutil"
+)
+
+// raceEngine answers Submit with "in progress" but GetTask with the original
+// already finished: the original completed between the two calls.
+type raceEngine struct {
+	Engine
+	original broker.TaskInfo
+}
+
+func (e raceEngine) Submit(context.Context, broker.QueueRef, broker.SubmitRequest) (broker.SubmitResult, error) {
+	return broker.SubmitResult{}, &broker.Error{Code: broker.CodeIdempotencyInProgress, TaskID: e.original.ID}
+}
+
+func (e raceEngine) GetTask(context.Context, broker.QueueRef, string) (broker.TaskInfo, error) {
+	return e.original, nil
+}
+
+func TestSyncMirrorOfOriginalThatJustFinished(t *testing.T) {
+	original := broker.TaskInfo{ID: "orig", State: broker.StateSucceeded, Attempt: 1, Result: []byte(`{"ok":true}`)}
+	r := &TaskReconciler{Engine: raceEngine{original: original}, Clock: clocktesting.NewFakeClock(time.Now())}
+	task := testutil.MakeTask("second", "ns").Key("k").Obj()
+	task.UID = "second-uid"
+	next := &dtqv1alpha1.TaskStatus{}
+	if _, err := r.sync(context.Background(), task, next); err != nil {
+		t.Fatal(err)
+	}
+	want := dtqv1alpha1.TaskIdempotency{Key: "k", State: dtqv1alpha1.IdempotencyCompleted, TaskID: "orig", Duplicate: true}
+	if next.State != dtqv1alpha1.TaskSucceeded || next.Idempotency == nil || *next.Idempotency != want {
+		t.Fatalf("status %+v idempotency %+v, want Succeeded and %+v", next, next.Idempotency, want)
+	}
+	if c := findCondition(next.Conditions, dtqv1alpha1.TaskSubmitted); c == nil || c.Reason != dtqv1alpha1.ReasonDuplicate {
+		t.Fatalf("Submitted condition %+v, want reason %s", c, dtqv1alpha1.ReasonDuplicate)
+	}
+}
