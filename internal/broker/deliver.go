@@ -27,24 +27,87 @@ func (b *Broker) Read(ctx context.Context, q QueueRef, consumer string, count in
 	if count <= 0 {
 		return nil, nil
 	}
+	entries, err := b.read(ctx, q, block, readScript, consumer, count, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Delivery, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, deliveryOfEntry(e))
+	}
+	return out, nil
+}
+
+// Started is one entry delivered by ReadStart with its start decision. Err is
+// set when Redis failed on that entry alone: it then stays pending, unstarted,
+// and is reclaimed after the visibility timeout.
+type Started struct {
+	Delivery
+	StartResult
+	Err error
+}
+
+// ReadStart is Read followed by Start of every delivered entry, in one script
+// call: up to count new entries across the bands, p9 first, each decided
+// exactly as Start decides a (not reclaimed) delivery for workerID. Entries
+// that do not run (Run false: duplicate, cancelled, expired, terminal, ...) are
+// already acknowledged and count toward count. It blocks like Read when
+// nothing is ready.
+//
+// An entry returned with Run true is Running with its entry pending for
+// consumer: a worker that stops before executing it must leave it so (never
+// Complete it); a peer reclaims it after the visibility timeout and runs it
+// as a crash redelivery (attempt+1, bounded by max attempts).
+func (b *Broker) ReadStart(ctx context.Context, q QueueRef, consumer, workerID string, count int, block time.Duration) ([]Started, error) {
+	if count <= 0 {
+		return nil, nil
+	}
+	entries, err := b.read(ctx, q, block, readStartScript, consumer, count, func() []any {
+		now, nowtxt := b.now() // taken afresh for each script call
+		return []any{now, nowtxt, workerID}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Started, 0, len(entries))
+	for _, e := range entries {
+		st := Started{Delivery: deliveryOfEntry(e)}
+		st.StartResult, st.Err = startReply(q, e[4])
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// read runs a read script (readScript, readStartScript: KEYS streams p0..p9
+// and paused; ARGV prefix, consumer, count, then extra(), if set) until it delivers,
+// blocking up to block in between: paused queues return nothing after waiting
+// block (so idle readers do not spin); when nothing is ready it blocks on a
+// plain XREAD of the ten streams after their newest entries (which consumes
+// nothing) and runs the script again on wake-up.
+func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *redis.Script, consumer string, count int, extra func() []any) ([][]any, error) {
 	k := keysFor(q)
 	streams := k.streams()
 	keys := append(append([]string{}, streams...), k.paused())
 	deadline := time.Now().Add(block)
 	for {
-		v, err := readScript.Run(ctx, b.rdb, keys, k.prefix, consumer, count).Slice()
+		argv := []any{k.prefix, consumer, count}
+		if extra != nil {
+			argv = append(argv, extra()...)
+		}
+		v, err := sc.Run(ctx, b.rdb, keys, argv...).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("broker: read %s: %w", q, err)
 		}
 		switch str(v[0]) {
 		case "ok":
 			entries, _ := v[1].([]any)
-			out := make([]Delivery, 0, len(entries))
+			out := make([][]any, 0, len(entries))
 			for _, e := range entries {
 				f, _ := e.([]any)
-				band, _ := f[0].(int64)
-				attempt, _ := strconv.Atoi(str(f[3]))
-				out = append(out, Delivery{MessageID: str(f[1]), Band: int(band), TaskID: str(f[2]), Attempt: attempt})
+				if len(f) < 4 {
+					return nil, fmt.Errorf("broker: read %s: unexpected entry %v", q, e)
+				}
+				out = append(out, f)
 			}
 			return out, nil
 		case "paused":
@@ -63,6 +126,26 @@ func (b *Broker) Read(ctx context.Context, q QueueRef, consumer string, count in
 			return nil, fmt.Errorf("broker: wait for %s: %w", q, err)
 		}
 	}
+}
+
+// deliveryOfEntry maps a read script's {band, entry id, task id, attempt}.
+func deliveryOfEntry(f []any) Delivery {
+	band, _ := f[0].(int64)
+	attempt, _ := strconv.Atoi(str(f[3]))
+	return Delivery{MessageID: str(f[1]), Band: int(band), TaskID: str(f[2]), Attempt: attempt}
+}
+
+// startReply maps one start_entry reply (or {"err", message}).
+func startReply(q QueueRef, x any) (StartResult, error) {
+	v, _ := x.([]any)
+	switch {
+	case len(v) < 2:
+		return StartResult{}, fmt.Errorf("unexpected reply %v", x)
+	case str(v[0]) == "err":
+		return StartResult{}, errors.New(str(v[1]))
+	}
+	reason := str(v[0])
+	return StartResult{Run: reason == "run", Task: taskFromHash(q, hashMap(v[1])), Reason: reason}, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -164,16 +247,7 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 	out := make([]StartResult, len(items))
 	errs := make([]error, len(items))
 	for i, x := range replies {
-		v, _ := x.([]any)
-		switch {
-		case len(v) < 2:
-			errs[i] = fmt.Errorf("unexpected reply %v", x)
-		case str(v[0]) == "err":
-			errs[i] = errors.New(str(v[1]))
-		default:
-			reason := str(v[0])
-			out[i] = StartResult{Run: reason == "run", Task: taskFromHash(q, hashMap(v[1])), Reason: reason}
-		}
+		out[i], errs[i] = startReply(q, x)
 	}
 	return out, errs, nil
 }

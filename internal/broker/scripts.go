@@ -84,6 +84,103 @@ local function exhaust(id, attempt, ikey, typ, lasterr, class, now, nowtxt)
   end
   idem_update(ikey, id, "failed", nowtxt)
 end
+-- start_entry decides whether a delivered entry runs (original section 5,
+-- "Pre-execution checks, in order" and "Duplicate absorption"); shared by
+-- startBatchScript (reclaimed and explicitly started entries) and
+-- readStartScript (new entries, started as they are read).
+-- Returns {"run", HGETALL task} or {reason, HGETALL task}, the entry then being
+-- acknowledged and deleted; reason is one of missing, terminal, retrying,
+-- cancelled, expired, duplicate, exhausted. Starting the same delivery again
+-- with the same worker (a client retry after a lost reply) answers "run" again
+-- and writes nothing.
+local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, nowtxt)
+  local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "expires_at", "cancel_requested", "ikey", "msg", "type", "worker_id", "finished_at")
+  local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
+  local function done(reason)
+    redis.call("XACK", stream, "workers", msgid)
+    redis.call("XDEL", stream, msgid)
+    return {reason, redis.call("HGETALL", tk)}
+  end
+  if not state then return done("missing") end
+  if TERMINAL[state] then return done("terminal") end
+  if state == "Retrying" then return done("retrying") end
+  if h[6] == "1" then
+    finish(id, "Cancelled", "TaskCancelled", attempt, h[7], now, nowtxt)
+    return done("cancelled")
+  end
+  local expires = tonumber(h[5]) or 0
+  if expires > 0 and tonumber(now) >= expires then
+    finish(id, "Expired", "TaskExpired", attempt, h[7], now, nowtxt)
+    return done("expired")
+  end
+  local function absorb()
+    event("TaskDuplicateAbsorbed", id, entryAttempt, now)
+    return done("duplicate")
+  end
+  if state == "Queued" then
+    if entryAttempt < attempt then return absorb() end
+    if entryAttempt > attempt then attempt = entryAttempt end
+  elseif state == "Running" then
+    -- The same worker starting the same entry again is a client retry whose
+    -- first reply was lost: answer the same, write nothing.
+    if reclaimed ~= "1" and msgid == h[8] and worker == h[10] then
+      return {"run", redis.call("HGETALL", tk)}
+    end
+    -- Only a reclaimed copy of the very entry that is running is a crash
+    -- redelivery; it counts as an attempt, bounded by max_attempts.
+    if reclaimed ~= "1" or msgid ~= h[8] then return absorb() end
+    attempt = attempt + 1
+    if attempt > maxAttempts then
+      redis.call("HSET", tk, "attempt", attempt - 1)
+      exhaust(id, attempt - 1, h[7], h[9], "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
+      return done("exhausted")
+    end
+  else
+    return absorb()
+  end
+  redis.call("HSET", tk, "state", "Running", "attempt", attempt, "started_at", now, "worker_id", worker, "msg", msgid)
+  -- finished_at is only there after a retry; a delete is a write, so only then.
+  if h[11] then redis.call("HDEL", tk, "finished_at") end
+  event("TaskStarted", id, attempt, now)
+  return {"run", redis.call("HGETALL", tk)}
+end
+
+-- read_bands reads up to left new entries for consumer from KEYS[1..10]
+-- (streams p0..p9), p9 first, each band with COUNT set to what is still
+-- missing, and returns each(band, entry id, task id, attempt) per entry.
+local function read_bands(consumer, left, each)
+  local out = {}
+  for band = 9, 0, -1 do
+    -- XREADGROUP is a write (it moves entries to the PEL) and costs several
+    -- times a read inside a script, so empty bands are skipped with XLEN.
+    local r = redis.call("XLEN", KEYS[band + 1]) > 0 and
+      redis.call("XREADGROUP", "GROUP", "workers", consumer, "COUNT", left, "STREAMS", KEYS[band + 1], ">")
+    if r then
+      for _, e in ipairs(r[1][2]) do
+        local f = e[2]
+        local t, a = "", "1"
+        for i = 1, #f, 2 do
+          if f[i] == "t" then t = f[i + 1] elseif f[i] == "a" then a = f[i + 1] end
+        end
+        out[#out + 1] = each(band, e[1], t, a)
+        left = left - 1
+      end
+    end
+    if left <= 0 then break end
+  end
+  return out
+end
+
+-- last_ids returns the newest entry ID of KEYS[1..10] ("0-0" when empty), for
+-- a blocking XREAD after them.
+local function last_ids()
+  local last = {}
+  for band = 0, 9 do
+    local r = redis.call("XREVRANGE", KEYS[band + 1], "+", "-", "COUNT", 1)
+    last[band + 1] = r[1] and r[1][1] or "0-0"
+  end
+  return last
+end
 `
 
 func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
@@ -193,8 +290,8 @@ return {"ok", out}
 `)
 
 // readScript delivers up to ARGV[3] new entries to a consumer, reading the bands
-// p9 first with COUNT set to what is still missing, so the total never exceeds
-// the count and nothing is read that is not returned.
+// p9 first with COUNT set to what is still missing (read_bands), so the total
+// never exceeds the count and nothing is read that is not returned.
 //
 // KEYS[1..10] streams p0..p9, KEYS[11] paused.
 // ARGV[1] prefix, [2] consumer, [3] count.
@@ -203,33 +300,34 @@ return {"ok", out}
 // with XREAD until any band gets a newer entry.
 var readScript = script(`
 if redis.call("EXISTS", KEYS[11]) == 1 then return {"paused"} end
-local left = tonumber(ARGV[3])
-local out = {}
-for band = 9, 0, -1 do
-  -- XREADGROUP is a write (it moves entries to the PEL) and costs several
-  -- times a read inside a script, so empty bands are skipped with XLEN.
-  local r = redis.call("XLEN", KEYS[band + 1]) > 0 and
-    redis.call("XREADGROUP", "GROUP", "workers", ARGV[2], "COUNT", left, "STREAMS", KEYS[band + 1], ">")
-  if r then
-    for _, e in ipairs(r[1][2]) do
-      local f = e[2]
-      local t, a = "", "1"
-      for i = 1, #f, 2 do
-        if f[i] == "t" then t = f[i + 1] elseif f[i] == "a" then a = f[i + 1] end
-      end
-      out[#out + 1] = {band, e[1], t, a}
-      left = left - 1
-    end
-  end
-  if left <= 0 then break end
-end
+local out = read_bands(ARGV[2], tonumber(ARGV[3]), function(band, msgid, t, a)
+  return {band, msgid, t, a}
+end)
 if #out > 0 then return {"ok", out} end
-local last = {}
-for band = 0, 9 do
-  local r = redis.call("XREVRANGE", KEYS[band + 1], "+", "-", "COUNT", 1)
-  last[band + 1] = r[1] and r[1][1] or "0-0"
-end
-return {"empty", last}
+return {"empty", last_ids()}
+`)
+
+// readStartScript is readScript that also starts what it reads: each entry
+// goes through start_entry (not reclaimed) exactly as startBatchScript would
+// decide it, in the same call, saving the worker a round trip per task.
+// Skipped entries (duplicate, cancelled, ...) are acknowledged and still count
+// toward ARGV[3].
+//
+// KEYS[1..10] streams p0..p9, KEYS[11] paused.
+// ARGV[1] prefix, [2] consumer, [3] count, [4] now ms, [5] nowtxt, [6] worker id.
+// Returns {"paused"}, {"ok", {band, entry id, task id, attempt, start reply}...}
+// with start_entry's reply (or {"err", message} for a Redis error in that entry
+// only, the entry then staying pending) or {"empty", last entry ids} as
+// readScript.
+var readStartScript = script(`
+if redis.call("EXISTS", KEYS[11]) == 1 then return {"paused"} end
+local now, nowtxt, worker = ARGV[4], ARGV[5], ARGV[6]
+local out = read_bands(ARGV[2], tonumber(ARGV[3]), function(band, msgid, t, a)
+  local ok, r = pcall(start_entry, k_task(t), KEYS[band + 1], msgid, tonumber(a), "0", worker, now, nowtxt)
+  return {band, msgid, t, a, ok and r or {"err", type(r) == "table" and r.err or tostring(r)}}
+end)
+if #out > 0 then return {"ok", out} end
+return {"empty", last_ids()}
 `)
 
 // startBatchScript decides, for each delivery of a batch in order, whether it
@@ -239,70 +337,14 @@ return {"empty", last}
 // KEYS per item i (from 0): KEYS[1+2i] task hash, KEYS[2+2i] the entry's stream.
 // ARGV[1] prefix, [2] now ms, [3] nowtxt, then 4 per item from ARGV[4+4i]:
 // entry id, entry attempt, reclaimed (0/1), worker id.
-// Returns one reply per item: {"run", HGETALL task} or {reason, HGETALL task},
-// the entry then being acknowledged and deleted; reason is one of missing,
-// terminal, retrying, cancelled, expired, duplicate, exhausted; or {"err",
-// message} for a Redis error in that item only. Starting the same delivery
-// again with the same worker (a client retry after a lost reply) answers "run"
-// again and writes nothing.
+// Returns one reply per item: start_entry's (see luaLib), or {"err", message}
+// for a Redis error in that item only.
 var startBatchScript = script(`
 local now, nowtxt = ARGV[2], ARGV[3]
-local function start(tk, stream, msgid, entryAttempt, reclaimed, worker)
-  local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "expires_at", "cancel_requested", "ikey", "msg", "type", "worker_id", "finished_at")
-  local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
-  local function done(reason)
-    redis.call("XACK", stream, "workers", msgid)
-    redis.call("XDEL", stream, msgid)
-    return {reason, redis.call("HGETALL", tk)}
-  end
-  if not state then return done("missing") end
-  if TERMINAL[state] then return done("terminal") end
-  if state == "Retrying" then return done("retrying") end
-  if h[6] == "1" then
-    finish(id, "Cancelled", "TaskCancelled", attempt, h[7], now, nowtxt)
-    return done("cancelled")
-  end
-  local expires = tonumber(h[5]) or 0
-  if expires > 0 and tonumber(now) >= expires then
-    finish(id, "Expired", "TaskExpired", attempt, h[7], now, nowtxt)
-    return done("expired")
-  end
-  local function absorb()
-    event("TaskDuplicateAbsorbed", id, entryAttempt, now)
-    return done("duplicate")
-  end
-  if state == "Queued" then
-    if entryAttempt < attempt then return absorb() end
-    if entryAttempt > attempt then attempt = entryAttempt end
-  elseif state == "Running" then
-    -- The same worker starting the same entry again is a client retry whose
-    -- first reply was lost: answer the same, write nothing.
-    if reclaimed ~= "1" and msgid == h[8] and worker == h[10] then
-      return {"run", redis.call("HGETALL", tk)}
-    end
-    -- Only a reclaimed copy of the very entry that is running is a crash
-    -- redelivery; it counts as an attempt, bounded by max_attempts.
-    if reclaimed ~= "1" or msgid ~= h[8] then return absorb() end
-    attempt = attempt + 1
-    if attempt > maxAttempts then
-      redis.call("HSET", tk, "attempt", attempt - 1)
-      exhaust(id, attempt - 1, h[7], h[9], "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
-      return done("exhausted")
-    end
-  else
-    return absorb()
-  end
-  redis.call("HSET", tk, "state", "Running", "attempt", attempt, "started_at", now, "worker_id", worker, "msg", msgid)
-  -- finished_at is only there after a retry; a delete is a write, so only then.
-  if h[11] then redis.call("HDEL", tk, "finished_at") end
-  event("TaskStarted", id, attempt, now)
-  return {"run", redis.call("HGETALL", tk)}
-end
-
 local out = {}
 for i = 0, #KEYS / 2 - 1 do
   local a = 4 + 4 * i
-  local ok, r = pcall(start, KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3])
+  local ok, r = pcall(start_entry, KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3], now, nowtxt)
   out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
 end
 return out

@@ -73,6 +73,7 @@ type Server struct {
 
 type execution struct {
 	d           broker.Delivery
+	started     *broker.StartResult     // set when the read already started it (ReadStart)
 	cancel      context.CancelCauseFunc // set once the handler is about to run
 	cancelReq   bool
 	interrupted bool
@@ -105,7 +106,7 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("worker: %s: %w", EnvRedisURL, err)
 		}
-		// One blocking read, Start+Complete per slot, heartbeat, reclaim, scheduler, cancel poll.
+		// One blocking read, Start (reclaims)+Complete per slot, heartbeat, reclaim, scheduler, cancel poll.
 		if min := cfg.Concurrency + 8; opt.PoolSize < min {
 			opt.PoolSize = max(min, 10*runtime.GOMAXPROCS(0))
 		}
@@ -328,8 +329,11 @@ func (s *Server) release(n int) {
 // ---- loops ----
 
 // readLoop holds one slot per entry it asks for, so it never reads more than
-// the free slots (the original prefetched per band). The read blocks in Redis,
-// so an idle worker picks up a new entry as soon as it is added. Every
+// the free slots (the original prefetched per band). New entries are read and
+// started in one engine call (ReadStart), so a slot waits for two round trips
+// per task (read+start, complete) instead of three; entries that do not run
+// give their slot back at once. The read blocks in Redis, so an idle worker
+// picks up a new entry as soon as it is added. Every
 // max(0.5s, visibility timeout/2), jittered, the slots first go to reclaiming
 // entries idle longer than the visibility timeout (a dead worker's).
 func (s *Server) readLoop(stop <-chan struct{}) {
@@ -370,7 +374,7 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 		}
 		began := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), readBlock+opTimeout)
-		ds, err := s.b.Read(ctx, s.q, s.cfg.WorkerID, n, min(readBlock, max(time.Millisecond, time.Until(nextReclaim))))
+		ds, err := s.b.ReadStart(ctx, s.q, s.cfg.WorkerID, s.cfg.WorkerID, n, min(readBlock, max(time.Millisecond, time.Until(nextReclaim))))
 		cancel()
 		if err != nil {
 			s.release(n)
@@ -381,7 +385,7 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 			continue
 		}
 		bo.reset()
-		s.dispatchAll(ds, n)
+		s.dispatchStarted(ds, n)
 		if len(ds) == 0 && time.Since(began) < time.Millisecond {
 			// Read returned at once with nothing: do not spin.
 			if !sleepStop(stop, 10*time.Millisecond) {
@@ -402,6 +406,39 @@ func (s *Server) dispatchAll(ds []broker.Delivery, n int) {
 	}
 	if len(ds) < n {
 		s.release(n - len(ds))
+	}
+}
+
+// dispatchStarted runs the entries ReadStart started, holding n slots: an entry
+// that does not run (already acknowledged by the read) or failed to start (left
+// pending for reclaim) gives its slot back at once.
+func (s *Server) dispatchStarted(ss []broker.Started, n int) {
+	run := 0
+	for i := range ss {
+		st := &ss[i]
+		switch {
+		case st.Err != nil:
+			// The entry stays pending; it is reclaimed after the visibility timeout.
+			s.log.Warn("start", "task_id", st.TaskID, "message_id", st.MessageID, "err", st.Err)
+		case !st.Run:
+			s.notRun(st.Delivery, st.StartResult)
+		default:
+			if run >= n {
+				s.sem <- struct{}{}
+			}
+			run++
+			s.dispatchExec(&execution{d: st.Delivery, started: &st.StartResult})
+		}
+	}
+	if run < n {
+		s.release(n - run)
+	}
+}
+
+func (s *Server) notRun(d broker.Delivery, sr broker.StartResult) {
+	s.log.Debug("entry not run", "task_id", d.TaskID, "message_id", d.MessageID, "reason", sr.Reason, "state", string(sr.Task.State))
+	if sr.Task.State == broker.StateDeadLettered {
+		s.m.deadLettered.WithLabelValues(s.q.String(), sr.Task.Type).Inc()
 	}
 }
 
@@ -555,10 +592,13 @@ func (s *Server) inflightCount() int {
 
 // ---- execution ----
 
-// dispatch runs d in its own goroutine; the caller holds a slot for it, which
-// the goroutine releases.
-func (s *Server) dispatch(d broker.Delivery) {
-	e := &execution{d: d}
+// dispatch runs d (a reclaimed entry, started by process) in its own
+// goroutine; the caller holds a slot for it, which the goroutine releases.
+func (s *Server) dispatch(d broker.Delivery) { s.dispatchExec(&execution{d: d}) }
+
+// dispatchExec runs e in its own goroutine; the caller holds a slot for it.
+func (s *Server) dispatchExec(e *execution) {
+	d := e.d
 	s.mu.Lock()
 	s.inflight[d.MessageID] = e
 	s.mu.Unlock()
@@ -579,20 +619,22 @@ func (s *Server) process(e *execution) {
 	d := e.d
 	log := s.log.With("task_id", d.TaskID, "message_id", d.MessageID)
 	var sr broker.StartResult
-	err := retryConn(func(ctx context.Context) (err error) {
-		sr, err = s.b.Start(ctx, s.q, s.cfg.WorkerID, d)
-		return err
-	})
+	var err error
+	if e.started != nil {
+		sr = *e.started
+	} else {
+		err = retryConn(func(ctx context.Context) (err error) {
+			sr, err = s.b.Start(ctx, s.q, s.cfg.WorkerID, d)
+			return err
+		})
+	}
 	if err != nil {
 		// The entry stays pending; it is reclaimed after the visibility timeout.
 		log.Warn("start", "err", err)
 		return
 	}
 	if !sr.Run {
-		log.Debug("entry not run", "reason", sr.Reason, "state", string(sr.Task.State))
-		if sr.Task.State == broker.StateDeadLettered {
-			s.m.deadLettered.WithLabelValues(s.q.String(), sr.Task.Type).Inc()
-		}
+		s.notRun(d, sr)
 		return
 	}
 	ti := sr.Task
@@ -610,10 +652,16 @@ func (s *Server) process(e *execution) {
 	execCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	s.mu.Lock()
+	if e.interrupted {
+		// The drain budget ran out before the handler ran: leave the task
+		// Running with its entry pending, exactly a crash. A peer reclaims it
+		// after the visibility timeout and runs it as attempt+1.
+		s.mu.Unlock()
+		log.Warn("drain budget exhausted before the handler ran; left for redelivery", "attempt", ti.Attempt)
+		return
+	}
 	e.cancel = cancel
 	switch {
-	case e.interrupted:
-		cancel(errInterrupted)
 	case e.cancelReq:
 		cancel(errCancelRequested)
 	}
