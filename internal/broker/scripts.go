@@ -353,7 +353,8 @@ return out
 // completeBatchScript records the outcomes of a batch of executions, in order,
 // each exactly as if completed alone, in the seed's write order: task hash,
 // event, result (or schedule / dead-letter entry), idempotency record (SET XX
-// KEEPTTL), then XACK+XDEL of the entry. The config is read once per batch.
+// KEEPTTL), then XACK+XDEL of the entry (of all the batch's entries at the end,
+// one XACK and one XDEL per stream). The config is read once per batch.
 //
 // KEYS[1] config, KEYS[2] schedule; per item i (from 0) KEYS[3+2i] task hash,
 // KEYS[4+2i] the entry's stream.
@@ -366,13 +367,23 @@ return out
 var completeBatchScript = script(`
 local now, nowtxt = ARGV[2], ARGV[3]
 local cfg -- read on first use
+-- Entries to acknowledge, by stream: one XACK and one XDEL per stream at the
+-- end (the script is atomic, so nobody sees the difference; XDEL of a
+-- stream's first entry rescans for the new first ID once per call, not once
+-- per entry).
+local acks, streams = {}, {}
 local function complete(tk, stream, a)
   local msgid = ARGV[a]
   local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "msg", "ikey", "type")
   local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
   local function ack()
-    redis.call("XACK", stream, "workers", msgid)
-    redis.call("XDEL", stream, msgid)
+    local ids = acks[stream]
+    if not ids then
+      ids = {}
+      acks[stream] = ids
+      streams[#streams + 1] = stream
+    end
+    ids[#ids + 1] = msgid
   end
   if state ~= "Running" or h[5] ~= msgid then
     ack()
@@ -417,6 +428,10 @@ local out = {}
 for i = 0, (#KEYS - 2) / 2 - 1 do
   local ok, r = pcall(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 4 + 7 * i)
   out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
+end
+for _, stream in ipairs(streams) do
+  redis.call("XACK", stream, "workers", unpack(acks[stream]))
+  redis.call("XDEL", stream, unpack(acks[stream]))
 end
 return out
 `)

@@ -41,6 +41,8 @@ type Case struct {
 
 var cases []Case
 
+var verbose *bool
+
 func register(c Case) { cases = append(cases, c) }
 
 func main() {
@@ -48,7 +50,7 @@ func main() {
 	producers := flag.Int("producers", 16, "concurrent producers")
 	run := flag.String("run", "", "regexp selecting groups or case names")
 	addr := flag.String("addr", "", "use this redis-server (it is flushed!) instead of starting one")
-	verbose := flag.Bool("v", false, "print Redis CPU time and script calls per run")
+	verbose = flag.Bool("v", false, "print Redis CPU time and script calls per run")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (client side) to this file")
 	flag.Parse()
 	if *cpuprofile != "" {

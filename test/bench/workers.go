@@ -79,6 +79,7 @@ func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 		return nil, nil
 	})
 	start := time.Now()
+	cpu0 := redisCPU(ctx, rdb)
 	stop, err := dtqServer(rdb, mux)
 	if err != nil {
 		return 0, 0, err
@@ -102,6 +103,7 @@ func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 		time.Sleep(time.Millisecond)
 	}
 	d = time.Since(start)
+	drainCPU("dtq", redisCPU(ctx, rdb)-cpu0, d)
 	return drainTasks, d, nil
 }
 
@@ -125,7 +127,10 @@ func asynqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 	})
 	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: p.Addr, PoolSize: drainSlots + 16}, asynq.Config{
 		Concurrency: drainSlots, Queues: map[string]int{"workers": 1}, LogLevel: asynq.FatalLevel})
+	crdb := redis.NewClient(&redis.Options{Addr: p.Addr})
+	defer crdb.Close()
 	start := time.Now()
+	cpu0 := redisCPU(ctx, crdb)
 	if err := srv.Start(mux); err != nil {
 		return 0, 0, err
 	}
@@ -147,7 +152,18 @@ func asynqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return drainTasks, time.Since(start), nil
+	d := time.Since(start)
+	drainCPU("asynq", redisCPU(ctx, crdb)-cpu0, d)
+	return drainTasks, d, nil
+}
+
+// drainCPU reports, with -v, the Redis CPU time of a drain alone (submission
+// excluded): how busy Redis was.
+func drainCPU(who string, cpu float64, d time.Duration) {
+	if *verbose {
+		fmt.Fprintf(os.Stderr, "  %s drain: redis cpu %.2fs in %s (%.0f%% busy, %.1f us/task)\n", who, cpu, d.Round(time.Millisecond),
+			100*cpu/d.Seconds(), cpu*1e6/drainTasks)
+	}
 }
 
 // latencies holds the last dtq run's sorted latencies until the asynq run prints both.
