@@ -1,0 +1,192 @@
+package worker
+
+// One task's execution: start, the handler under its deadline and cancel, and
+// the outcome recorded with Complete.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/dtq-dev/dtq/internal/broker"
+)
+
+// process runs one delivery: Start (unless the read already started it), the
+// handler, and Complete with its outcome.
+func (s *Server) process(e *execution) {
+	d := e.d
+	log := s.log.With("task_id", d.TaskID, "message_id", d.MessageID)
+	var sr broker.StartResult
+	var err error
+	if e.started != nil {
+		sr = *e.started
+	} else {
+		err = retryConn(func(ctx context.Context) (err error) {
+			sr, err = s.b.Start(ctx, s.q, s.cfg.WorkerID, d)
+			return err
+		})
+	}
+	if err != nil {
+		// The entry stays pending; it is reclaimed after the visibility timeout.
+		log.Warn("start", "err", err)
+		return
+	}
+	if !sr.Run {
+		s.notRun(d, sr)
+		return
+	}
+	ti := sr.Task
+	lbl := []string{s.q.String(), ti.Type}
+	timeout := ti.Timeout
+	if timeout <= 0 {
+		timeout = s.defaultTimeout
+	}
+	startedAt := time.Now()
+	task := &Task{
+		ID: ti.ID, Type: ti.Type, Queue: s.q.String(), Payload: ti.Payload, Attempt: ti.Attempt,
+		MaxAttempts: ti.MaxAttempts, IdempotencyKey: ti.IdempotencyKey, Priority: ti.Priority,
+		Deadline: startedAt.Add(timeout),
+	}
+	execCtx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	s.mu.Lock()
+	if e.interrupted {
+		// The drain budget ran out before the handler ran: leave the task
+		// Running with its entry pending, exactly a crash. A peer reclaims it
+		// after the visibility timeout and runs it as attempt+1.
+		s.mu.Unlock()
+		log.Warn("drain budget exhausted before the handler ran; left for redelivery", "attempt", ti.Attempt)
+		return
+	}
+	e.cancel = cancel
+	switch {
+	case e.cancelReq:
+		cancel(errCancelRequested)
+	}
+	s.mu.Unlock()
+	ctx, dcancel := context.WithDeadline(execCtx, task.Deadline)
+	defer dcancel()
+
+	if !ti.AvailableAt.IsZero() {
+		s.m.wait.WithLabelValues(lbl...).Observe(max(0, startedAt.Sub(ti.AvailableAt).Seconds()))
+	}
+	s.m.started.WithLabelValues(lbl...).Inc()
+	s.m.inflight.WithLabelValues(s.q.String()).Inc()
+	res, herr := s.invoke(ctx, task)
+	s.m.inflight.WithLabelValues(s.q.String()).Dec()
+	s.m.execution.WithLabelValues(lbl...).Observe(time.Since(startedAt).Seconds())
+
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errInterrupted) {
+		// Never acknowledge interrupted work: the entry stays pending and is
+		// redelivered (attempt+1) after the visibility timeout.
+		log.Warn("handler interrupted by drain; left for redelivery", "attempt", task.Attempt)
+		return
+	}
+	var out broker.Outcome
+	switch {
+	case herr == nil:
+		data, err := marshalResult(res)
+		if err != nil {
+			out = broker.Outcome{Err: err.Error(), ErrorClass: ClassBadResult}
+		} else {
+			out = broker.Outcome{Result: data}
+		}
+	case errors.Is(cause, errCancelRequested):
+		out = broker.Outcome{Err: "cancelled: " + herr.Error(), ErrorClass: "Cancelled", Cancelled: true}
+	case errors.Is(cause, context.DeadlineExceeded) && !time.Now().Before(task.Deadline):
+		out = broker.Outcome{Err: fmt.Sprintf("deadline exceeded after %s: %v", timeout, herr), ErrorClass: ClassTimeout, Retryable: true}
+	default:
+		retry, class := classify(herr)
+		out = broker.Outcome{Err: herr.Error(), ErrorClass: class, Retryable: retry}
+	}
+	if out.Err != "" && !out.Cancelled {
+		s.m.failed.WithLabelValues(lbl...).Inc()
+	}
+	var state broker.State
+	err = retryConn(func(ctx context.Context) (err error) {
+		state, err = s.b.Complete(ctx, s.q, d, out)
+		return err
+	})
+	if err != nil {
+		log.Error("complete; the entry stays pending and will be redelivered", "err", err)
+		return
+	}
+	switch state {
+	case broker.StateSucceeded:
+		s.m.succeeded.WithLabelValues(lbl...).Inc()
+	case broker.StateRetrying:
+		s.m.retried.WithLabelValues(lbl...).Inc()
+		s.pokeScheduler()
+	case broker.StateDeadLettered:
+		s.m.deadLettered.WithLabelValues(lbl...).Inc()
+	case broker.StateCancelled:
+		s.m.cancelled.WithLabelValues(lbl...).Inc()
+	}
+	if out.Err != "" {
+		log.Info("task attempt failed", "type", ti.Type, "attempt", task.Attempt, "class", out.ErrorClass,
+			"retryable", out.Retryable, "state", string(state), "err", out.Err)
+	} else {
+		log.Debug("task done", "type", ti.Type, "attempt", task.Attempt, "state", string(state))
+	}
+}
+
+type handlerResult struct {
+	v   any
+	err error
+}
+
+// invoke runs the handler, turning a panic into ErrPanic. When ctx ends first the
+// handler gets handlerGrace to return; a handler that ignores its context is
+// then abandoned (its goroutine keeps running, like asynq's).
+func (s *Server) invoke(ctx context.Context, t *Task) (any, error) {
+	ch := make(chan handlerResult, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("handler panicked", "task_id", t.ID, "type", t.Type, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				ch <- handlerResult{err: fmt.Errorf("%w: %v", ErrPanic, r)}
+			}
+		}()
+		v, err := s.h.ProcessTask(ctx, t)
+		ch <- handlerResult{v: v, err: err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+	}
+	t0 := time.NewTimer(handlerGrace)
+	defer t0.Stop()
+	select {
+	case r := <-ch:
+		if r.err == nil && ctx.Err() != nil && context.Cause(ctx) != context.DeadlineExceeded {
+			// cancelled or interrupted: a nil error does not mean it finished
+			return nil, context.Cause(ctx)
+		}
+		return r.v, r.err
+	case <-t0.C:
+		s.log.Warn("handler ignored its context; abandoned", "task_id", t.ID, "type", t.Type)
+		return nil, context.Cause(ctx)
+	}
+}
+
+func marshalResult(v any) (json.RawMessage, error) {
+	switch r := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if !json.Valid(r) {
+			return nil, errors.New("handler result is not valid JSON")
+		}
+		return r, nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("handler result: %w", err)
+	}
+	return data, nil
+}

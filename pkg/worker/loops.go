@@ -1,0 +1,376 @@
+package worker
+
+// The Server's loops: reading and dispatching within the free slots, the
+// delay/retry scheduler, heartbeats, and cancel polling.
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dtq-dev/dtq/internal/broker"
+)
+
+func (s *Server) tryAcquire() bool {
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) release(n int) {
+	for range n {
+		<-s.sem
+	}
+}
+
+// ---- loops ----
+
+// readLoop holds one slot per entry it asks for, so it never reads more than
+// the free slots (the original prefetched per band). New entries are read and
+// started in one engine call (ReadStart), so a slot waits for two round trips
+// per task (read+start, complete) instead of three; entries that do not run
+// give their slot back at once. The read blocks in Redis, so an idle worker
+// picks up a new entry as soon as it is added. Every
+// max(0.5s, visibility timeout/2), jittered, the slots first go to reclaiming
+// entries idle longer than the visibility timeout (a dead worker's).
+func (s *Server) readLoop(stop <-chan struct{}) {
+	bo := newBackoff()
+	period := max(500*time.Millisecond, s.cfg.VisibilityTimeout/2)
+	nextReclaim := time.Now().Add(jitter(period, 0.2))
+	for {
+		select {
+		case s.sem <- struct{}{}:
+		case <-stop:
+			return
+		}
+		select { // a stop that raced with the slot
+		case <-stop:
+			s.release(1)
+			return
+		default:
+		}
+		n := 1
+		for n < s.cfg.Concurrency && s.tryAcquire() {
+			n++
+		}
+		if time.Now().After(nextReclaim) {
+			nextReclaim = time.Now().Add(jitter(period, 0.2))
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			ds, err := s.b.Reclaim(ctx, s.q, s.cfg.WorkerID, s.cfg.VisibilityTimeout, n)
+			cancel()
+			if err != nil {
+				s.log.Warn("reclaim", "err", err)
+			}
+			for _, d := range ds {
+				s.log.Info("reclaimed entry", "task_id", d.TaskID, "entry_attempt", d.Attempt)
+			}
+			if len(ds) > 0 {
+				s.dispatchAll(ds, n)
+				continue
+			}
+		}
+		began := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), readBlock+opTimeout)
+		ds, err := s.b.ReadStart(ctx, s.q, s.cfg.WorkerID, s.cfg.WorkerID, n, min(readBlock, max(time.Millisecond, time.Until(nextReclaim))))
+		cancel()
+		if err != nil {
+			s.release(n)
+			s.log.Warn("read", "err", err)
+			if !sleepStop(stop, bo.next()) {
+				return
+			}
+			continue
+		}
+		bo.reset()
+		s.dispatchStarted(ds, n)
+		if len(ds) == 0 && time.Since(began) < time.Millisecond {
+			// Read returned at once with nothing: do not spin.
+			if !sleepStop(stop, 10*time.Millisecond) {
+				return
+			}
+		}
+	}
+}
+
+// dispatchAll runs ds holding n slots: extra slots are released; a delivery
+// beyond n (an engine returning more than asked) waits for a slot.
+func (s *Server) dispatchAll(ds []broker.Delivery, n int) {
+	for i, d := range ds {
+		if i >= n {
+			s.sem <- struct{}{}
+		}
+		s.dispatch(d)
+	}
+	if len(ds) < n {
+		s.release(n - len(ds))
+	}
+}
+
+// dispatchStarted runs the entries ReadStart started, holding n slots: an entry
+// that does not run (already acknowledged by the read) or failed to start (left
+// pending for reclaim) gives its slot back at once.
+func (s *Server) dispatchStarted(ss []broker.Started, n int) {
+	run := 0
+	for i := range ss {
+		st := &ss[i]
+		switch {
+		case st.Err != nil:
+			// The entry stays pending; it is reclaimed after the visibility timeout.
+			s.log.Warn("start", "task_id", st.TaskID, "message_id", st.MessageID, "err", st.Err)
+		case !st.Run:
+			s.notRun(st.Delivery, st.StartResult)
+		default:
+			if run >= n {
+				s.sem <- struct{}{}
+			}
+			run++
+			s.dispatchExec(&execution{d: st.Delivery, started: &st.StartResult})
+		}
+	}
+	if run < n {
+		s.release(n - run)
+	}
+}
+
+func (s *Server) notRun(d broker.Delivery, sr broker.StartResult) {
+	s.log.Debug("entry not run", "task_id", d.TaskID, "message_id", d.MessageID, "reason", sr.Reason, "state", string(sr.Task.State))
+	if sr.Task.State == broker.StateDeadLettered {
+		s.m.deadLettered.WithLabelValues(s.q.String(), sr.Task.Type).Inc()
+	}
+}
+
+// schedulerLoop promotes due delayed and retrying tasks. PromoteDue is one
+// atomic script, so every worker runs it and none needs a leader lock.
+func (s *Server) schedulerLoop(stop <-chan struct{}) {
+	bo := newBackoff()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		moved, next, err := s.b.PromoteDue(ctx, s.q, promoteLimit)
+		cancel()
+		wait := maxPromoteWait
+		switch {
+		case err != nil:
+			s.log.Warn("promote due tasks", "err", err)
+			wait = bo.next()
+		case moved >= promoteLimit:
+			wait = 0
+			bo.reset()
+		case !next.IsZero():
+			wait = min(maxPromoteWait, max(5*time.Millisecond, time.Until(next)))
+			bo.reset()
+		}
+		if wait == 0 {
+			select {
+			case <-stop:
+				return
+			default:
+				continue
+			}
+		}
+		t := time.NewTimer(jitter(wait, 0.05))
+		select {
+		case <-stop:
+			t.Stop()
+			return
+		case <-s.promoteNow:
+			t.Stop()
+			// a retry was just scheduled: its due time may be sooner than wait
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) pokeScheduler() {
+	select {
+	case s.promoteNow <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeatLoop writes the worker record and touches every in-flight entry so
+// the visibility timeout never reclaims a live worker's work.
+func (s *Server) heartbeatLoop(ctx context.Context) {
+	for {
+		if !sleepCtx(ctx, jitter(s.cfg.HeartbeatInterval, 0.1)) {
+			return
+		}
+		s.heartbeat(ctx)
+	}
+}
+
+func (s *Server) heartbeat(ctx context.Context) {
+	s.mu.Lock()
+	info := broker.WorkerInfo{
+		ID: s.cfg.WorkerID, Hostname: s.hostname, Concurrency: s.cfg.Concurrency,
+		Active: len(s.inflight), Status: s.statusLocked(), StartedAt: s.startedAt, LastHeartbeat: time.Now(),
+	}
+	ds := make([]broker.Delivery, 0, len(s.inflight))
+	for _, e := range s.inflight {
+		if !e.interrupted {
+			ds = append(ds, e.d)
+		}
+	}
+	s.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if err := s.b.Heartbeat(cctx, s.q, info, s.cfg.HeartbeatInterval); err != nil && ctx.Err() == nil {
+		s.log.Warn("heartbeat", "err", err)
+	}
+	if len(ds) > 0 {
+		if err := s.b.Touch(cctx, s.q, s.cfg.WorkerID, ds); err != nil && ctx.Err() == nil {
+			s.log.Warn("touch in-flight entries", "err", err)
+		}
+	}
+}
+
+// cancelLoop asks, in one call, which in-flight tasks have a cancel request and
+// cancels their handlers' contexts.
+func (s *Server) cancelLoop(ctx context.Context) {
+	for {
+		if !sleepCtx(ctx, cancelPoll) {
+			return
+		}
+		s.mu.Lock()
+		ids := make([]string, 0, len(s.inflight))
+		byID := make(map[string]*execution, len(s.inflight))
+		for _, e := range s.inflight {
+			if !e.cancelReq {
+				ids = append(ids, e.d.TaskID)
+				byID[e.d.TaskID] = e
+			}
+		}
+		s.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, opTimeout)
+		req, err := s.b.CancelRequested(cctx, s.q, ids)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("poll cancel requests", "err", err)
+			}
+			continue
+		}
+		s.mu.Lock()
+		for _, id := range req {
+			if e := byID[id]; e != nil && !e.cancelReq {
+				e.cancelReq = true
+				if e.cancel != nil {
+					e.cancel(errCancelRequested)
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Server) interruptAll() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, e := range s.inflight {
+		if !e.interrupted {
+			e.interrupted = true
+			n++
+			if e.cancel != nil {
+				e.cancel(errInterrupted)
+			}
+		}
+	}
+	return n
+}
+
+func (s *Server) inflightCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight)
+}
+
+// ---- execution ----
+
+// dispatch runs d (a reclaimed entry, started by process) in its own
+// goroutine; the caller holds a slot for it, which the goroutine releases.
+func (s *Server) dispatch(d broker.Delivery) { s.dispatchExec(&execution{d: d}) }
+
+// dispatchExec runs e in its own goroutine; the caller holds a slot for it.
+func (s *Server) dispatchExec(e *execution) {
+	d := e.d
+	s.mu.Lock()
+	s.inflight[d.MessageID] = e
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.release(1)
+		defer func() {
+			s.mu.Lock()
+			delete(s.inflight, d.MessageID)
+			s.mu.Unlock()
+		}()
+		s.process(e)
+	}()
+}
+
+// retryConn runs an engine call, retrying connection errors a few times with a
+// short backoff (a blip must not turn finished work into a redelivery).
+func retryConn(f func(ctx context.Context) error) error {
+	var err error
+	for i := range 4 {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		err = f(ctx)
+		cancel()
+		if err == nil || !isConnErr(err) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		time.Sleep(time.Duration(50<<i) * time.Millisecond)
+	}
+	return err
+}
+
+// ---- timing helpers ----
+
+func jitter(d time.Duration, frac float64) time.Duration {
+	return time.Duration(float64(d) * (1 + frac*(2*rand.Float64()-1)))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func sleepStop(stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+type backoff struct{ cur time.Duration }
+
+func newBackoff() *backoff { return &backoff{} }
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = 100 * time.Millisecond
+	} else {
+		b.cur = min(2*b.cur, 2*time.Second)
+	}
+	return jitter(b.cur, 0.2)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
