@@ -63,8 +63,9 @@ verify: manifests generate ## Fail when generated files or go.mod are stale.
 	@git diff --exit-code -- go.mod go.sum api config || { echo "verify: generated files or go.mod are stale; run 'make manifests generate' and 'go mod tidy' and commit"; exit 1; }
 
 .PHONY: bench
-bench: redis ## Run the benchmarks against asynq (prints the tables of docs/benchmarks.md).
-	cd test/bench && go test -run '^$$' -bench . -benchtime 1x -timeout 30m .
+bench: envtest redis ## Run the benchmarks of docs/benchmarks.md (dtq vs asynq, then the CR path).
+	cd test/bench && go run .
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test ./controllers -run '^$$' -bench CRPath -benchtime 1x
 
 ##@ Build
 
