@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/worker/workertest"
 )
@@ -58,26 +58,9 @@ func workerBinary(t *testing.T) string {
 
 type proc struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *testutil.SyncBuffer
 	exited chan struct{}
 	err    error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startWorker runs the binary with the DTQ_* contract variables.
@@ -97,7 +80,7 @@ func startWorker(t *testing.T, srv *redistest.Server, o workertest.Options, id s
 		"DTQ_LOG_LEVEL=info",
 	)
 	cmd.Env = append(cmd.Env, extra...)
-	p := &proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@
 package redistest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,7 +28,7 @@ type Server struct {
 
 	t      testing.TB
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testutil.SyncBuffer
 
 	once   sync.Once
 	client *redis.Client
@@ -96,7 +96,7 @@ func startProcess(t testing.TB, extra []string) (*Server, string) {
 		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"}, extra...)
 		cmd := exec.Command(bin, args...)
-		stderr := &lockedBuffer{}
+		stderr := &testutil.SyncBuffer{}
 		cmd.Stdout = stderr
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
@@ -154,25 +154,6 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// lockedBuffer collects a server's output; an old process's copier may still
-// write while a restarted one starts.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // URL returns redis://127.0.0.1:port/0.
