@@ -291,7 +291,7 @@ func (s *Server) inflightCount() int {
 	return len(s.inflight)
 }
 
-// ---- execution ----
+// ---- dispatch ----
 
 // dispatch runs d (a reclaimed entry, started by process) in its own
 // goroutine; the caller holds a slot for it, which the goroutine releases.
