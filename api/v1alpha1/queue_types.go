@@ -94,7 +94,8 @@ type QueueSpec struct {
 	// +optional
 	IdempotencyTTL metav1.Duration `json:"idempotencyTTL,omitzero"`
 
-	// taskRetention is how long task records stay readable in Redis.
+	// taskRetention is how long task records stay readable in Redis after the
+	// task finishes; waiting, delayed and retrying tasks never expire.
 	// +kubebuilder:default="168h"
 	// +optional
 	TaskRetention metav1.Duration `json:"taskRetention,omitzero"`
