@@ -84,6 +84,19 @@ func testDuplicateKey(t *testing.T) {
 	queue(t, ns, nil)
 	payload := map[string]any{"name": "e2e-dup-order-7", "holdSeconds": 1}
 	createAll(t, []*dtqv1alpha1.Task{newTask("order-7", ns, "dup", "counter", payload).key("order-7").obj()})
+	// The second Task comes once the first owns the key: created together, either
+	// could be reconciled first (both may wait for the new Queue), and then the
+	// other one is the duplicate.
+	must(t, poll(t.Context(), time.Minute, func() error {
+		got, err := listTasks(t.Context(), ns, "dup")
+		if err != nil {
+			return err
+		}
+		if first := got["order-7"]; first == nil || first.Status.TaskID == "" {
+			return fmt.Errorf("order-7 not submitted yet")
+		}
+		return nil
+	}))
 	createAll(t, []*dtqv1alpha1.Task{newTask("order-7-again", ns, "dup", "counter", payload).key("order-7").obj()})
 	got := waitTerminal(t, ns, "dup", 2, 2*time.Minute)
 	first, second := got["order-7"], got["order-7-again"]
