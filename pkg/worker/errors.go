@@ -48,7 +48,8 @@ const (
 
 // IsRetryable reports whether a handler error is in the retry allow-list:
 // wrapped with Retryable, or a connection error (net.Error, io.EOF,
-// io.ErrUnexpectedEOF, redis.ErrPoolTimeout), and not wrapped with SkipRetry.
+// io.ErrUnexpectedEOF, redis.ErrPoolTimeout, and Redis's LOADING, READONLY,
+// MASTERDOWN, CLUSTERDOWN and TRYAGAIN replies), and not wrapped with SkipRetry.
 // A handler returning the task deadline's context.DeadlineExceeded is retried
 // too, but that is decided by the server, which knows whether the task's own
 // deadline passed.
@@ -88,5 +89,9 @@ func isConnErr(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, redis.ErrPoolTimeout)
+		errors.Is(err, redis.ErrPoolTimeout) ||
+		// Redis answering but not serving yet: a restart loading its AOF, a
+		// failover in progress, a cluster resharding.
+		redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsMasterDownError(err) ||
+		redis.IsClusterDownError(err) || redis.IsTryAgainError(err)
 }
