@@ -60,3 +60,31 @@ func TestSyncMirrorOfOriginalThatJustFinished(t *testing.T) {
 		t.Fatalf("Submitted condition %+v, want reason %s", c, dtqv1alpha1.ReasonDuplicate)
 	}
 }
+
+// The engine and the API spell states with the same strings on purpose (the
+// engine and the worker SDK must not import the Kubernetes API types), and the
+// status code converts by type conversion; this keeps the two lists in step.
+func TestEngineStatesAreTaskStates(t *testing.T) {
+	for _, s := range []broker.State{broker.StatePending, broker.StateQueued, broker.StateRunning,
+		broker.StateRetrying, broker.StateSucceeded, broker.StateFailed, broker.StateDeadLettered,
+		broker.StateCancelled, broker.StateExpired} {
+		ts := dtqv1alpha1.TaskState(s)
+		if ts.Finished() != s.Terminal() {
+			t.Errorf("%s: Finished %v, Terminal %v", s, ts.Finished(), s.Terminal())
+		}
+		switch ts {
+		case dtqv1alpha1.TaskPending, dtqv1alpha1.TaskQueued, dtqv1alpha1.TaskRunning, dtqv1alpha1.TaskRetrying,
+			dtqv1alpha1.TaskSucceeded, dtqv1alpha1.TaskFailed, dtqv1alpha1.TaskDeadLettered,
+			dtqv1alpha1.TaskCancelled, dtqv1alpha1.TaskExpired:
+		default:
+			t.Errorf("engine state %q is not a Task state", s)
+		}
+	}
+	for _, s := range []broker.IdempotencyState{broker.IdempotencyProcessing, broker.IdempotencyCompleted, broker.IdempotencyFailed} {
+		switch dtqv1alpha1.IdempotencyState(s) {
+		case dtqv1alpha1.IdempotencyProcessing, dtqv1alpha1.IdempotencyCompleted, dtqv1alpha1.IdempotencyFailed:
+		default:
+			t.Errorf("engine idempotency state %q is not a Task idempotency state", s)
+		}
+	}
+}
