@@ -285,7 +285,7 @@ func (b *Broker) Complete(ctx context.Context, q QueueRef, d Delivery, out Outco
 	case out.Err != "":
 		kind = "error"
 	case len(result) == 0:
-		result = []byte("null")
+		// no result: nothing is stored
 	case !json.Valid(result):
 		kind, out = "error", Outcome{Err: "handler result is not valid JSON", ErrorClass: "InvalidResult"}
 	}

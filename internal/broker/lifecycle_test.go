@@ -414,6 +414,23 @@ func TestSubmitValidation(t *testing.T) {
 	}
 }
 
+// A handler that returns no result stores none: the task succeeds without a
+// result key, and reads show no result.
+func TestNoResultStoresNothing(t *testing.T) {
+	e := newEnv(t)
+	ti := e.mustSubmit(SubmitRequest{})
+	d, _ := e.deliver("c")
+	if s := e.complete(d, Outcome{}); s != StateSucceeded {
+		t.Fatalf("state %s", s)
+	}
+	if got := e.task(ti.ID); got.State != StateSucceeded || got.Result != nil {
+		t.Fatalf("state %s result %q", got.State, got.Result)
+	}
+	if n := e.rdb.Exists(ctx, keysFor(e.q).result(ti.ID)).Val(); n != 0 {
+		t.Fatal("a result key was written for a task without a result")
+	}
+}
+
 func TestResultTruncated(t *testing.T) {
 	e := newEnv(t, func(c *QueueConfig) { c.ResultMaxBytes = 10 })
 	ti := e.mustSubmit(SubmitRequest{})

@@ -88,14 +88,18 @@ end
 -- "Pre-execution checks, in order" and "Duplicate absorption"); shared by
 -- startBatchScript (reclaimed and explicitly started entries) and
 -- readStartScript (new entries, started as they are read).
--- Returns {"run", HGETALL task} or {reason, HGETALL task}, the entry then being
+-- Returns {"run", task hash fields} or {reason, HGETALL task}, the entry then being
 -- acknowledged and deleted; reason is one of missing, terminal, retrying,
 -- cancelled, expired, duplicate, exhausted. Starting the same delivery again
 -- with the same worker (a client retry after a lost reply) answers "run" again
 -- and writes nothing.
 local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, nowtxt)
-  local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "expires_at", "cancel_requested", "ikey", "msg", "type", "worker_id", "finished_at")
-  local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
+  -- One HGETALL serves both the checks and the reply (read into h, updated
+  -- below): a second read after the write would cost a call per task.
+  local flat = redis.call("HGETALL", tk)
+  local h = {}
+  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  local id, state, attempt, maxAttempts = h.id, h.state, tonumber(h.attempt), tonumber(h.max_attempts)
   local function done(reason)
     redis.call("XACK", stream, "workers", msgid)
     redis.call("XDEL", stream, msgid)
@@ -104,13 +108,13 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
   if not state then return done("missing") end
   if TERMINAL[state] then return done("terminal") end
   if state == "Retrying" then return done("retrying") end
-  if h[6] == "1" then
-    finish(id, "Cancelled", "TaskCancelled", attempt, h[7], now, nowtxt)
+  if h.cancel_requested == "1" then
+    finish(id, "Cancelled", "TaskCancelled", attempt, h.ikey, now, nowtxt)
     return done("cancelled")
   end
-  local expires = tonumber(h[5]) or 0
+  local expires = tonumber(h.expires_at) or 0
   if expires > 0 and tonumber(now) >= expires then
-    finish(id, "Expired", "TaskExpired", attempt, h[7], now, nowtxt)
+    finish(id, "Expired", "TaskExpired", attempt, h.ikey, now, nowtxt)
     return done("expired")
   end
   local function absorb()
@@ -123,16 +127,16 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
   elseif state == "Running" then
     -- The same worker starting the same entry again is a client retry whose
     -- first reply was lost: answer the same, write nothing.
-    if reclaimed ~= "1" and msgid == h[8] and worker == h[10] then
-      return {"run", redis.call("HGETALL", tk)}
+    if reclaimed ~= "1" and msgid == h.msg and worker == h.worker_id then
+      return {"run", flat}
     end
     -- Only a reclaimed copy of the very entry that is running is a crash
     -- redelivery; it counts as an attempt, bounded by max_attempts.
-    if reclaimed ~= "1" or msgid ~= h[8] then return absorb() end
+    if reclaimed ~= "1" or msgid ~= h.msg then return absorb() end
     attempt = attempt + 1
     if attempt > maxAttempts then
       redis.call("HSET", tk, "attempt", attempt - 1)
-      exhaust(id, attempt - 1, h[7], h[9], "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
+      exhaust(id, attempt - 1, h.ikey, h.type, "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
       return done("exhausted")
     end
   else
@@ -140,9 +144,12 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
   end
   redis.call("HSET", tk, "state", "Running", "attempt", attempt, "started_at", now, "worker_id", worker, "msg", msgid)
   -- finished_at is only there after a retry; a delete is a write, so only then.
-  if h[11] then redis.call("HDEL", tk, "finished_at") end
+  if h.finished_at then redis.call("HDEL", tk, "finished_at") end
   event("TaskStarted", id, attempt, now)
-  return {"run", redis.call("HGETALL", tk)}
+  h.state, h.attempt, h.started_at, h.worker_id, h.msg, h.finished_at = "Running", int(attempt), now, worker, msgid, nil
+  local out = {}
+  for k, v in pairs(h) do out[#out + 1] = k; out[#out + 1] = v end
+  return {"run", out}
 end
 
 -- read_bands reads up to left new entries for consumer from KEYS[1..10]
@@ -402,7 +409,8 @@ local function complete(tk, stream, a)
     end
     redis.call("PEXPIRE", tk, cfg[1])
     event("TaskSucceeded", id, attempt, now)
-    redis.call("SET", k_result(id), res, "PX", cfg[2])
+    -- No result (the handler returned none): nothing to store.
+    if res ~= "" then redis.call("SET", k_result(id), res, "PX", cfg[2]) end
     idem_update(h[6], id, "completed", nowtxt)
   elseif kind == "cancel" then
     state = "Cancelled"

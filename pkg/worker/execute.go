@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 // handler, and Complete with its outcome.
 func (s *Server) process(e *execution) {
 	d := e.d
-	log := s.log.With("task_id", d.TaskID, "message_id", d.MessageID)
+	// Built only when something is logged: With formats its attributes at
+	// once, a cost per task that the hot path does not need.
+	log := func() *slog.Logger { return s.log.With("task_id", d.TaskID, "message_id", d.MessageID) }
 	var sr broker.StartResult
 	var err error
 	if e.started != nil {
@@ -31,7 +34,7 @@ func (s *Server) process(e *execution) {
 	}
 	if err != nil {
 		// The entry stays pending; it is reclaimed after the visibility timeout.
-		log.Warn("start", "err", err)
+		log().Warn("start", "err", err)
 		return
 	}
 	if !sr.Run {
@@ -58,7 +61,7 @@ func (s *Server) process(e *execution) {
 		// Running with its entry pending, exactly a crash. A peer reclaims it
 		// after the visibility timeout and runs it as attempt+1.
 		s.mu.Unlock()
-		log.Warn("drain budget exhausted before the handler ran; left for redelivery", "attempt", ti.Attempt)
+		log().Warn("drain budget exhausted before the handler ran; left for redelivery", "attempt", ti.Attempt)
 		return
 	}
 	e.cancel = cancel
@@ -83,7 +86,7 @@ func (s *Server) process(e *execution) {
 	if errors.Is(cause, errInterrupted) {
 		// Never acknowledge interrupted work: the entry stays pending and is
 		// redelivered (attempt+1) after the visibility timeout.
-		log.Warn("handler interrupted by drain; left for redelivery", "attempt", task.Attempt)
+		log().Warn("handler interrupted by drain; left for redelivery", "attempt", task.Attempt)
 		return
 	}
 	var out broker.Outcome
@@ -112,7 +115,7 @@ func (s *Server) process(e *execution) {
 		return err
 	})
 	if err != nil {
-		log.Error("complete; the entry stays pending and will be redelivered", "err", err)
+		log().Error("complete; the entry stays pending and will be redelivered", "err", err)
 		return
 	}
 	switch state {
@@ -127,10 +130,10 @@ func (s *Server) process(e *execution) {
 		s.m.cancelled.WithLabelValues(lbl...).Inc()
 	}
 	if out.Err != "" {
-		log.Info("task attempt failed", "type", ti.Type, "attempt", task.Attempt, "class", out.ErrorClass,
+		log().Info("task attempt failed", "type", ti.Type, "attempt", task.Attempt, "class", out.ErrorClass,
 			"retryable", out.Retryable, "state", string(state), "err", out.Err)
-	} else {
-		log.Debug("task done", "type", ti.Type, "attempt", task.Attempt, "state", string(state))
+	} else if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		log().Debug("task done", "type", ti.Type, "attempt", task.Attempt, "state", string(state))
 	}
 }
 
