@@ -17,6 +17,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -51,6 +52,7 @@ func main() {
 	run := flag.String("run", "", "regexp selecting groups or case names")
 	addr := flag.String("addr", "", "use this redis-server (it is flushed!) instead of starting one")
 	verbose = flag.Bool("v", false, "print Redis CPU time and script calls per run")
+	only := flag.String("only", "", `run only one side: "dtq" or "peer" (with -cpuprofile, to profile one side)`)
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (client side) to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -95,12 +97,13 @@ func main() {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(1)
 			}
-			cpu0 := redisCPU(ctx, rdb)
+			cpu0, own0 := redisCPU(ctx, rdb), ownCPU()
 			_ = rdb.ConfigResetStat(ctx).Err()
 			n, d, err := f(ctx, p)
 			if *verbose {
-				fmt.Fprintf(os.Stderr, "%s/%s: %d ops in %s, redis cpu %.2fs (%.1f us/op); %s\n", c.Group, c.Name, n,
-					d.Round(time.Millisecond), redisCPU(ctx, rdb)-cpu0, (redisCPU(ctx, rdb)-cpu0)*1e6/float64(n), scriptCalls(ctx, rdb))
+				rc, oc := redisCPU(ctx, rdb)-cpu0, ownCPU()-own0
+				fmt.Fprintf(os.Stderr, "%s/%s: %d ops in %s, redis cpu %.2fs (%.1f us/op), bench process cpu %.2fs (%.1f us/op); %s\n",
+					c.Group, c.Name, n, d.Round(time.Millisecond), rc, rc*1e6/float64(n), oc, oc*1e6/float64(n), scriptCalls(ctx, rdb))
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s/%s: %v\n", c.Group, c.Name, err)
@@ -108,7 +111,13 @@ func main() {
 			}
 			return float64(n) / d.Seconds()
 		}
-		ours, peer := rate(c.Dtq), rate(c.Peer)
+		var ours, peer float64
+		if *only != "peer" {
+			ours = rate(c.Dtq)
+		}
+		if *only != "dtq" {
+			peer = rate(c.Peer)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.2f\t\n", c.Group, c.Name, ours, peer, ours/peer)
 	}
 	tw.Flush()
@@ -127,6 +136,14 @@ func redisCPU(ctx context.Context, rdb *redis.Client) float64 {
 		}
 	}
 	return t
+}
+
+// ownCPU returns this process's used CPU seconds (user+sys): the client side,
+// and the workers in the Workers group.
+func ownCPU() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // scriptCalls summarises the evalsha/eval lines of INFO commandstats.
