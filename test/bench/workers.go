@@ -79,7 +79,7 @@ func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 		return nil, nil
 	})
 	start := time.Now()
-	cpu0 := redisCPU(ctx, rdb)
+	cpu0, own0 := redisCPU(ctx, rdb), ownCPU()
 	stop, err := dtqServer(rdb, mux)
 	if err != nil {
 		return 0, 0, err
@@ -103,7 +103,7 @@ func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 		time.Sleep(time.Millisecond)
 	}
 	d = time.Since(start)
-	drainCPU("dtq", redisCPU(ctx, rdb)-cpu0, d)
+	drainCPU("dtq", redisCPU(ctx, rdb)-cpu0, ownCPU()-own0, d)
 	return drainTasks, d, nil
 }
 
@@ -130,7 +130,7 @@ func asynqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 	crdb := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer crdb.Close()
 	start := time.Now()
-	cpu0 := redisCPU(ctx, crdb)
+	cpu0, own0 := redisCPU(ctx, crdb), ownCPU()
 	if err := srv.Start(mux); err != nil {
 		return 0, 0, err
 	}
@@ -153,16 +153,16 @@ func asynqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 		time.Sleep(time.Millisecond)
 	}
 	d := time.Since(start)
-	drainCPU("asynq", redisCPU(ctx, crdb)-cpu0, d)
+	drainCPU("asynq", redisCPU(ctx, crdb)-cpu0, ownCPU()-own0, d)
 	return drainTasks, d, nil
 }
 
-// drainCPU reports, with -v, the Redis CPU time of a drain alone (submission
-// excluded): how busy Redis was.
-func drainCPU(who string, cpu float64, d time.Duration) {
+// drainCPU reports, with -v, the CPU time of a drain alone (submission
+// excluded) of Redis and of the bench process (the worker): how busy each was.
+func drainCPU(who string, cpu, own float64, d time.Duration) {
 	if *verbose {
-		fmt.Fprintf(os.Stderr, "  %s drain: redis cpu %.2fs in %s (%.0f%% busy, %.1f us/task)\n", who, cpu, d.Round(time.Millisecond),
-			100*cpu/d.Seconds(), cpu*1e6/drainTasks)
+		fmt.Fprintf(os.Stderr, "  %s drain: redis cpu %.2fs in %s (%.0f%% busy, %.1f us/task), worker process cpu %.2fs (%.0f%%, %.1f us/task)\n",
+			who, cpu, d.Round(time.Millisecond), 100*cpu/d.Seconds(), cpu*1e6/drainTasks, own, 100*own/d.Seconds(), own*1e6/drainTasks)
 	}
 }
 
