@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
@@ -33,6 +35,34 @@ func TestIdempotentOperationOnceAndStoredResult(t *testing.T) {
 	}
 	if ttl := rdb.PTTL(ctx, "op:1").Val(); ttl < 59*time.Minute {
 		t.Fatalf("stored result ttl %s, want the full hour", ttl)
+	}
+}
+
+// Redis restarting right after fn ran (connection refused, or LOADING)
+// must not fail the call: the result is stored once Redis is back, else a
+// retry of the task would run fn a second time (found by the e2e chaos test).
+func TestIdempotentOperationStoresResultAcrossRedisRestart(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1}) // no client-side retries
+	defer rdb.Close()
+	ctx := context.Background()
+	restarted := make(chan struct{})
+	ran, r, err := worker.IdempotentOperation(ctx, rdb, "op:restart", time.Hour, func(ctx context.Context) (receipt, error) {
+		// Down for longer than go-redis's own dial retries last.
+		go func() { defer close(restarted); srv.RestartAfter(2 * time.Second) }()
+		time.Sleep(50 * time.Millisecond) // killed, not yet back
+		return receipt{Charge: 7}, nil
+	})
+	<-restarted
+	if err != nil || !ran || r.Charge != 7 {
+		t.Fatalf("ran %v result %+v err %v", ran, r, err)
+	}
+	ran, r, err = worker.IdempotentOperation(ctx, rdb, "op:restart", time.Hour, func(ctx context.Context) (receipt, error) {
+		return receipt{Charge: 8}, nil
+	})
+	if err != nil || ran || r.Charge != 7 {
+		t.Fatalf("after restart: ran %v result %+v err %v, want the stored result", ran, r, err)
 	}
 }
 

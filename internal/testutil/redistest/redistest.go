@@ -175,10 +175,14 @@ func (s *Server) FlushAll() {
 
 // Restart kills the server and starts it again on the same port with the same
 // arguments (with WithAOF the data survives).
-func (s *Server) Restart() {
+func (s *Server) Restart() { s.RestartAfter(50 * time.Millisecond) }
+
+// RestartAfter is Restart with the server down for d (clients see connection
+// refused meanwhile; go-redis retries dials for a short while by itself).
+func (s *Server) RestartAfter(d time.Duration) {
 	s.t.Helper()
 	_ = s.cmd.Process.Kill()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(d)
 	cmd := exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
 	cmd.Stdout = s.stderr
 	cmd.Stderr = s.stderr
