@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -40,9 +42,14 @@ import (
 // BenchmarkCRPath measures, on one envtest API server, the raw create rate of
 // ConfigMaps and the rate at which Task CRs go from create to Succeeded with
 // the echo handler, plus the API writes per task counted by the API server's
-// own request metrics. Run it with:
+// own request metrics (every request per task is logged), and the CPU each
+// process (API server, etcd, Redis, this one) spends per operation in each
+// phase. Run it with:
 //
 //	go test ./controllers -run '^$' -bench CRPath -benchtime 1x
+//
+// DTQ_BENCH_APISERVER_PROFILE=<file> also writes a 5 s CPU profile of the API
+// server taken during the CR phase.
 func BenchmarkCRPath(b *testing.B) {
 	const producers = 8
 	n := 1000
@@ -81,10 +88,15 @@ func BenchmarkCRPath(b *testing.B) {
 	}
 
 	b.ResetTimer()
-	rawRate := produce(b, n, producers, func(i int) error {
-		return cl.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Namespace: "raw"},
-			Data: map[string]string{"i": strconv.Itoa(i)}})
-	})
+	cpu := cpuTimes()
+	createConfigMaps := func(prefix string) float64 {
+		return produce(b, n, producers, func(i int) error {
+			return cl.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: "raw"},
+				Data: map[string]string{"i": strconv.Itoa(i)}})
+		})
+	}
+	rawBefore := createConfigMaps("before")
+	cpu = cpu.report(b, "ConfigMap creates", n)
 
 	// The same Tasks with no manager running: what creating them alone costs the
 	// API server (CEL rules and a larger object than a ConfigMap). Deleted again
@@ -93,6 +105,7 @@ func BenchmarkCRPath(b *testing.B) {
 		return cl.Create(ctx, testutil.MakeTask(fmt.Sprintf("t-%d", i), "rawtasks").Queue("bench").
 			Key(fmt.Sprintf("k-%d", i)).Payload(map[string]any{"i": i}).Obj())
 	})
+	cpu.report(b, "Task creates, no manager", n)
 	if err := cl.DeleteAllOf(ctx, &dtqv1alpha1.Task{}, client.InNamespace("rawtasks")); err != nil {
 		b.Fatal(err)
 	}
@@ -118,12 +131,19 @@ func BenchmarkCRPath(b *testing.B) {
 	}
 	go func() { _ = w.Run(ctx) }()
 
-	succeeded := watchSucceeded(ctx, cl, "cr", n)
+	succeeded, err := countSucceeded(ctx, mgr, "cr", n)
+	if err != nil {
+		b.Fatal(err)
+	}
 	before, err := apiWrites(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()
+	cpu = cpuTimes()
+	if f := os.Getenv("DTQ_BENCH_APISERVER_PROFILE"); f != "" {
+		go profileAPIServer(ctx, cfg, f)
+	}
 	crCreateRate := produce(b, n, producers, func(i int) error {
 		return cl.Create(ctx, testutil.MakeTask(fmt.Sprintf("t-%d", i), "cr").Queue("bench").
 			Key(fmt.Sprintf("k-%d", i)).Payload(map[string]any{"i": i}).Obj())
@@ -140,11 +160,16 @@ func BenchmarkCRPath(b *testing.B) {
 		b.Fatalf("tasks did not all succeed within 3 minutes: %v", states)
 	}
 	crRate := float64(n) / time.Since(start).Seconds()
+	cpu.report(b, "Task CRs to Succeeded", n)
 	time.Sleep(2 * time.Second) // let the event broadcaster flush
 	after, err := apiWrites(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The raw rate again, after: this shared machine's speed drifts within a
+	// run, so the ratio uses the mean of the two.
+	rawAfter := createConfigMaps("after")
+	rawRate := (rawBefore + rawAfter) / 2
 	b.StopTimer()
 
 	perTask := func(keys ...string) float64 {
@@ -154,20 +179,78 @@ func BenchmarkCRPath(b *testing.B) {
 		}
 		return sum / float64(n)
 	}
+	var reqs []string
+	for k, v := range after {
+		if d := v - before[k]; d >= float64(n)/20 {
+			reqs = append(reqs, fmt.Sprintf("%s %.2f", k, d/float64(n)))
+		}
+	}
+	slices.Sort(reqs)
+	b.Logf("API requests per task (at least 0.05): %s", strings.Join(reqs, ", "))
 	taskWrites := perTask("POST tasks", "PATCH tasks/status", "PUT tasks/status", "PUT tasks", "PATCH tasks")
 	eventWrites := perTask("POST events", "PATCH events")
 	b.ReportMetric(rawRate, "configmaps/s")
+	b.ReportMetric(rawBefore, "configmaps-before/s")
+	b.ReportMetric(rawAfter, "configmaps-after/s")
 	b.ReportMetric(taskCreateRate, "taskcreates/s")
 	b.ReportMetric(crCreateRate, "crcreates/s")
 	b.ReportMetric(crRate, "tasks/s")
 	b.ReportMetric(crRate/rawRate*100, "%raw")
 	b.ReportMetric(taskWrites, "taskwrites/task")
 	b.ReportMetric(eventWrites, "eventwrites/task")
-	b.Logf("\n| what | value |\n|---|---|\n| raw ConfigMap create rate (%d producers) | %.0f/s |\n"+
+	b.Logf("\n| what | value |\n|---|---|\n| raw ConfigMap create rate (%d producers; mean of before and after: %.0f, %.0f) | %.0f/s |\n"+
 		"| raw Task create rate, no manager (%d producers) | %.0f/s |\n| Task create rate while the manager runs | %.0f/s |\n"+
 		"| Task CR create -> Succeeded (%d Tasks, %d producers, echo) | %.0f/s |\n| CR path / raw | %.0f%% |\n"+
 		"| Task writes per task (create + status) | %.2f |\n| Event writes per task (routine events: %t) | %.2f |\n",
-		producers, rawRate, producers, taskCreateRate, crCreateRate, n, producers, crRate, crRate/rawRate*100, taskWrites, opts.RoutineTaskEvents, eventWrites)
+		producers, rawBefore, rawAfter, rawRate, producers, taskCreateRate, crCreateRate, n, producers, crRate, crRate/rawRate*100, taskWrites, opts.RoutineTaskEvents, eventWrites)
+}
+
+// procCPU is the CPU time used so far by this process and by its children
+// kube-apiserver and etcd (envtest's), by name.
+type procCPU map[string]time.Duration
+
+func cpuTimes() procCPU {
+	out := procCPU{}
+	self := os.Getpid()
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime(14) stime(15), in clock ticks (100/s)
+		rest := string(data)
+		name := rest[strings.IndexByte(rest, '(')+1 : strings.LastIndexByte(rest, ')')]
+		f := strings.Fields(rest[strings.LastIndexByte(rest, ')')+2:])
+		ppid, _ := strconv.Atoi(f[1])
+		if pid != self && ppid != self {
+			continue
+		}
+		if pid == self {
+			name = "test process (manager, worker, producers)"
+		}
+		ut, _ := strconv.Atoi(f[11])
+		st, _ := strconv.Atoi(f[12])
+		out[name] += time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return out
+}
+
+// report logs the CPU each process used since c, per operation, and returns
+// the current times.
+func (c procCPU) report(b *testing.B, phase string, n int) procCPU {
+	now := cpuTimes()
+	var parts []string
+	for name, t := range now {
+		parts = append(parts, fmt.Sprintf("%s %.2f ms", name, float64(t-c[name])/float64(time.Millisecond)/float64(n)))
+	}
+	slices.Sort(parts)
+	b.Logf("CPU per operation, %s: %s", phase, strings.Join(parts, ", "))
+	return now
 }
 
 // produce runs n calls of f over p goroutines and returns calls per second.
@@ -191,47 +274,40 @@ func produce(b *testing.B, n, p int, f func(i int) error) float64 {
 	return float64(n) / time.Since(start).Seconds()
 }
 
-// watchSucceeded closes the returned channel once n Tasks in ns are Succeeded.
-// It re-lists and watches again whenever the API server ends the watch.
-func watchSucceeded(ctx context.Context, cl client.WithWatch, ns string, n int) <-chan struct{} {
+// countSucceeded closes the returned channel once n Tasks in ns are Succeeded,
+// as seen by the manager's own informer: a watch of the bench's own would add
+// a watcher, and its cost on the API server, that the product does not have.
+func countSucceeded(ctx context.Context, mgr ctrl.Manager, ns string, n int) (<-chan struct{}, error) {
+	inf, err := mgr.GetCache().GetInformer(ctx, &dtqv1alpha1.Task{})
+	if err != nil {
+		return nil, err
+	}
 	done := make(chan struct{})
-	go func() {
-		seen := map[string]bool{}
-		count := func(t *dtqv1alpha1.Task) bool {
-			if t.Status.State == dtqv1alpha1.TaskSucceeded {
-				seen[t.Name] = true
-			}
-			return len(seen) >= n
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	count := func(obj any) {
+		t, ok := obj.(*dtqv1alpha1.Task)
+		if !ok || t.Namespace != ns || t.Status.State != dtqv1alpha1.TaskSucceeded {
+			return
 		}
-		for ctx.Err() == nil {
-			var list dtqv1alpha1.TaskList
-			if err := cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
-				continue
-			}
-			for i := range list.Items {
-				if count(&list.Items[i]) {
-					close(done)
-					return
-				}
-			}
-			wi, err := cl.Watch(ctx, &dtqv1alpha1.TaskList{}, client.InNamespace(ns),
-				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
-			if err != nil {
-				continue
-			}
-			for ev := range wi.ResultChan() {
-				if t, ok := ev.Object.(*dtqv1alpha1.Task); ok && count(t) {
-					wi.Stop()
-					close(done)
-					return
-				}
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen[t.Name] {
+			seen[t.Name] = true
+			if len(seen) == n {
+				close(done)
 			}
 		}
-	}()
-	return done
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    count,
+		UpdateFunc: func(_, o any) { count(o) },
+	})
+	return done, err
 }
 
-// apiWrites reads apiserver_request_total and sums it by "VERB resource[/subresource]".
+// apiWrites reads apiserver_request_total and sums it by "VERB resource[/subresource]"
+// (every verb: reads too).
 func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -263,11 +339,6 @@ func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error
 			k, v, _ := strings.Cut(kv, "=")
 			l[k] = strings.Trim(v, `"`)
 		}
-		switch l["verb"] {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
-		default:
-			continue
-		}
 		key := l["verb"] + " " + l["resource"]
 		if l["subresource"] != "" {
 			key += "/" + l["subresource"]
@@ -276,4 +347,20 @@ func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error
 		out[key] += v
 	}
 	return out, sc.Err()
+}
+
+// profileAPIServer writes a 5-second CPU profile of the API server to file.
+func profileAPIServer(ctx context.Context, cfg *rest.Config, file string) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/debug/pprof/profile?seconds=5", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	_ = os.WriteFile(file, data, 0o644)
 }

@@ -127,6 +127,11 @@ func (r *TaskReconciler) reconcile(ctx context.Context, task *dtqv1alpha1.Task) 
 		return ctrl.Result{RequeueAfter: hold}, nil
 	}
 	if err := r.writeStatus(ctx, task, next); err != nil {
+		if apierrors.IsConflict(err) {
+			// The cached Task is older than the stored one (our previous
+			// write or a spec change not seen yet): look again shortly.
+			return ctrl.Result{Requeue: true}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	r.recordMilestones(task, prev, next)
@@ -282,10 +287,13 @@ func (r *TaskReconciler) after(ctx context.Context, task *dtqv1alpha1.Task, st *
 	return ctrl.Result{RequeueAfter: o.requeue}, nil
 }
 
+// writeStatus replaces the Task's status, conditional on the resourceVersion
+// of the cached Task (a conflict when the cache is behind). An update, not a
+// patch: the API server then applies no patch, which made the status write
+// about a third dearer than the create (CPU profile of the CR path benchmark).
 func (r *TaskReconciler) writeStatus(ctx context.Context, task *dtqv1alpha1.Task, next *dtqv1alpha1.TaskStatus) error {
-	patchBase := client.MergeFrom(task.DeepCopy())
 	task.Status = *next
-	if err := r.Status().Patch(ctx, task, patchBase); err != nil {
+	if err := r.Status().Update(ctx, task); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
