@@ -32,6 +32,15 @@ const CounterKeyPrefix = "dtq:example:counter:"
 // CounterOpTTL is how long the counter handler's IdempotentOperation record lives.
 const CounterOpTTL = 24 * time.Hour
 
+// incrOnce increments KEYS[1] unless the marker KEYS[2] exists (then it
+// returns the counter unchanged), setting the marker with TTL ARGV[1] ms.
+var incrOnce = redis.NewScript(`
+if redis.call("SET", KEYS[2], "1", "NX", "PX", ARGV[1]) then
+  return redis.call("INCR", KEYS[1])
+end
+return tonumber(redis.call("GET", KEYS[1]) or "0")
+`)
+
 // MaxSleep caps the sleep handler.
 const MaxSleep = 10 * time.Minute
 
@@ -91,9 +100,16 @@ func Register(mux *worker.Mux, rdb redis.UniversalClient) {
 			key = t.ID
 		}
 		// One increment per logical task, however often it is redelivered.
-		ran, v, err := worker.IdempotentOperation(ctx, rdb, "dtq:example:counter-op:"+t.Queue+":"+key, CounterOpTTL,
+		// IdempotentOperation stores the result for redeliveries; the
+		// increment is itself idempotent (docs/worker.md, rule 5), because
+		// Redis can die after applying it and before replying, and the
+		// client's retry or the task's retry would then count it twice.
+		op := "dtq:example:counter-op:" + t.Queue + ":" + key
+		ran, v, err := worker.IdempotentOperation(ctx, rdb, op, CounterOpTTL,
 			func(ctx context.Context) (int64, error) {
-				return rdb.Incr(ctx, CounterKeyPrefix+p.Name).Result()
+				counter := CounterKeyPrefix + p.Name
+				// The marker's hash tag puts it in the counter's cluster slot.
+				return incrOnce.Run(ctx, rdb, []string{counter, "{" + counter + "}:applied:" + op}, CounterOpTTL.Milliseconds()).Int64()
 			})
 		if err != nil {
 			return nil, err // connection errors are retried by the server

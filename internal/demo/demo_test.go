@@ -1,0 +1,32 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/worker"
+)
+
+// The counter counts a task once even when the IdempotentOperation record of
+// an applied increment is missing (Redis died after the INCR and before its
+// reply, so fn's result was never stored and the task ran again).
+func TestCounterIncrementIsIdempotent(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	mux := worker.NewMux()
+	Register(mux, rdb)
+	ctx := context.Background()
+	task := &worker.Task{ID: "t1", Type: Counter, Queue: "ns/q", IdempotencyKey: "k", Payload: json.RawMessage(`{"name":"x"}`)}
+	for run := range 2 {
+		if _, err := mux.ProcessTask(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Del(ctx, "dtq:example:counter-op:ns/q:k").Err(); err != nil { // as if never stored
+			t.Fatal(err)
+		}
+		if n, _ := rdb.Get(ctx, CounterKeyPrefix+"x").Int(); n != 1 {
+			t.Fatalf("run %d: counter %d, want 1", run+1, n)
+		}
+	}
+}
