@@ -297,23 +297,41 @@ func (s *Server) inflightCount() int {
 // goroutine; the caller holds a slot for it, which the goroutine releases.
 func (s *Server) dispatch(d broker.Delivery) { s.dispatchExec(&execution{d: d}) }
 
-// dispatchExec runs e in its own goroutine; the caller holds a slot for it.
+// dispatchExec runs e on an executor goroutine; the caller holds a slot for
+// it. An executor that finished its execution waits executorIdle for the next
+// one before it exits, so under load executions reuse goroutines (and their
+// grown stacks) instead of starting one per task.
 func (s *Server) dispatchExec(e *execution) {
-	d := e.d
 	s.mu.Lock()
-	s.inflight[d.MessageID] = e
+	s.inflight[e.d.MessageID] = e
 	s.mu.Unlock()
 	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer s.release(1)
-		defer func() {
-			s.mu.Lock()
-			delete(s.inflight, d.MessageID)
-			s.mu.Unlock()
-		}()
+	select {
+	case s.execs <- e:
+	default:
+		go s.executor(e)
+	}
+}
+
+const executorIdle = time.Second
+
+func (s *Server) executor(e *execution) {
+	idle := time.NewTimer(executorIdle)
+	defer idle.Stop()
+	for {
 		s.process(e)
-	}()
+		s.mu.Lock()
+		delete(s.inflight, e.d.MessageID)
+		s.mu.Unlock()
+		s.release(1)
+		s.wg.Done()
+		idle.Reset(executorIdle)
+		select {
+		case e = <-s.execs:
+		case <-idle.C:
+			return
+		}
+	}
 }
 
 // retryConn runs an engine call, retrying connection errors a few times with a

@@ -62,7 +62,8 @@ type Server struct {
 	hostname  string
 	startedAt time.Time
 
-	wg             sync.WaitGroup // executions
+	wg             sync.WaitGroup  // executions
+	execs          chan *execution // hands an execution to an idle executor (see dispatchExec)
 	defaultTimeout time.Duration
 	promoteNow     chan struct{}
 	ran            atomic.Bool
@@ -95,6 +96,7 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		m:          newMetrics(),
 		sem:        make(chan struct{}, cfg.Concurrency),
 		inflight:   map[string]*execution{},
+		execs:      make(chan *execution),
 		status:     StatusStarting,
 		promoteNow: make(chan struct{}, 1),
 	}
