@@ -293,12 +293,12 @@ func (s *Server) inflightCount() int {
 
 // ---- dispatch ----
 
-// dispatch runs d (a reclaimed entry, started by process) in its own
-// goroutine; the caller holds a slot for it, which the goroutine releases.
+// dispatch runs d (a reclaimed entry, started by process) on an executor; the
+// caller holds a slot for it, which the executor releases.
 func (s *Server) dispatch(d broker.Delivery) { s.dispatchExec(&execution{d: d}) }
 
 // dispatchExec runs e on an executor goroutine; the caller holds a slot for
-// it. An executor that finished its execution waits executorIdle for the next
+// it, which the executor releases when e is done. An executor that finished its execution waits executorIdle for the next
 // one before it exits, so under load executions reuse goroutines (and their
 // grown stacks) instead of starting one per task.
 func (s *Server) dispatchExec(e *execution) {
