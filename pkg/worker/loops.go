@@ -330,6 +330,8 @@ func (s *Server) executor(e *execution) {
 		case e = <-s.execs:
 		case <-idle.C:
 			return
+		case <-s.executorsStop:
+			return
 		}
 	}
 }

@@ -64,6 +64,7 @@ type Server struct {
 
 	wg             sync.WaitGroup  // executions
 	execs          chan *execution // hands an execution to an idle executor (see dispatchExec)
+	executorsStop  chan struct{}   // closed when Run has no more executions: idle executors exit
 	defaultTimeout time.Duration
 	promoteNow     chan struct{}
 	ran            atomic.Bool
@@ -88,17 +89,18 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:        cfg,
-		h:          h,
-		rdb:        cfg.Redis,
-		q:          broker.QueueRef{Namespace: cfg.Namespace, Name: cfg.Queue},
-		log:        cfg.Logger.With("worker_id", cfg.WorkerID, "queue", cfg.Namespace+"/"+cfg.Queue),
-		m:          newMetrics(),
-		sem:        make(chan struct{}, cfg.Concurrency),
-		inflight:   map[string]*execution{},
-		execs:      make(chan *execution),
-		status:     StatusStarting,
-		promoteNow: make(chan struct{}, 1),
+		cfg:           cfg,
+		h:             h,
+		rdb:           cfg.Redis,
+		q:             broker.QueueRef{Namespace: cfg.Namespace, Name: cfg.Queue},
+		log:           cfg.Logger.With("worker_id", cfg.WorkerID, "queue", cfg.Namespace+"/"+cfg.Queue),
+		m:             newMetrics(),
+		sem:           make(chan struct{}, cfg.Concurrency),
+		inflight:      map[string]*execution{},
+		execs:         make(chan *execution),
+		executorsStop: make(chan struct{}),
+		status:        StatusStarting,
+		promoteNow:    make(chan struct{}, 1),
 	}
 	if s.rdb == nil {
 		opt, err := redis.ParseURL(cfg.RedisURL)
@@ -216,6 +218,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Warn("drain budget exhausted; cancelled handlers are left unacknowledged for redelivery", "interrupted", n)
 		<-done
 	}
+	close(s.executorsStop)
 	bgCancel()
 	bg.Wait()
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,5 +357,35 @@ func assertMetric(t *testing.T, h *workertest.Harness, line string) {
 			t.Fatalf("metrics lack %q", line)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Executions run on reused executor goroutines; none outlives Run, not even
+// the one that finished the last task during the drain. Not parallel: it counts
+// executor goroutines in the whole process.
+func TestRunLeavesNoExecutors(t *testing.T) {
+	h, _ := demoServer(t, workertest.Options{Concurrency: 8})
+	id := h.Submit(demo.Sleep, demo.SleepPayload{Seconds: 0.5}, workertest.SubmitOptions{})
+	deadline := time.Now().Add(waitFor)
+	for h.Get(id).State != "Running" {
+		if time.Now().After(deadline) {
+			t.Fatalf("task not running: %s", h.Get(id).State)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.Stop() // drains: the sleep ends, its executor goes idle, Run returns
+	if st := h.Get(id); st.State != "Succeeded" {
+		t.Fatalf("state after drain %s", st.State)
+	}
+	executors := func() int {
+		buf := make([]byte, 1<<20)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "worker.(*Server).executor(")
+	}
+	deadline = time.Now().Add(300 * time.Millisecond) // well under the 1 s idle exit
+	for executors() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := executors(); n > 0 {
+		t.Fatalf("%d executor goroutines left after Run returned", n)
 	}
 }
