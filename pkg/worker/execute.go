@@ -27,7 +27,7 @@ func (s *Server) process(e *execution) {
 	if e.started != nil {
 		sr = *e.started
 	} else {
-		err = retryConn(func(ctx context.Context) (err error) {
+		err = retryConn(context.Background(), func(ctx context.Context) (err error) {
 			sr, err = s.b.Start(ctx, s.q, s.cfg.WorkerID, d)
 			return err
 		})
@@ -110,7 +110,7 @@ func (s *Server) process(e *execution) {
 		s.m.failed.WithLabelValues(lbl...).Inc()
 	}
 	var state broker.State
-	err = retryConn(func(ctx context.Context) (err error) {
+	err = retryConn(context.Background(), func(ctx context.Context) (err error) {
 		state, err = s.b.Complete(ctx, s.q, d, out)
 		return err
 	})

@@ -184,10 +184,9 @@ func runHeld[T any](ctx context.Context, rdb redis.UniversalClient, key, token s
 	<-renewDone
 
 	// The record writes must happen even when ctx has just ended, and survive
-	// a Redis restart (connection refused, LOADING) for up to opTimeout: fn
-	// has run, and giving up here would let a retry of the task run it again.
-	wctx, wc := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-	defer wc()
+	// a Redis restart (retryConn): fn has run, and giving up here would let a
+	// retry of the task run it again.
+	wctx := context.WithoutCancel(ctx)
 	var data []byte
 	if ferr == nil {
 		var merr error
@@ -197,14 +196,14 @@ func runHeld[T any](ctx context.Context, rdb redis.UniversalClient, key, token s
 		}
 	}
 	if ferr != nil {
-		if err := retryWrite(wctx, func(ctx context.Context) error { return opRelease.Run(ctx, rdb, keys, token).Err() }); err != nil {
+		if err := retryConn(wctx, func(ctx context.Context) error { return opRelease.Run(ctx, rdb, keys, token).Err() }); err != nil {
 			ferr = errors.Join(ferr, fmt.Errorf("release key: %w", err))
 		}
 		var zero T
 		return true, zero, ferr
 	}
 	var res []string
-	err := retryWrite(wctx, func(ctx context.Context) (err error) {
+	err := retryConn(wctx, func(ctx context.Context) (err error) {
 		res, err = opFinish.Run(ctx, rdb, keys, token, string(data), ttl.Milliseconds(), time.Now().UnixMilli()).StringSlice()
 		return err
 	})
@@ -219,15 +218,4 @@ func runHeld[T any](ctx context.Context, rdb redis.UniversalClient, key, token s
 		}
 	}
 	return true, v, nil
-}
-
-// retryWrite runs f until it succeeds, fails with an error that is not a
-// connection or not-serving one (IsRetryable), or ctx ends.
-func retryWrite(ctx context.Context, f func(context.Context) error) error {
-	for i := 0; ; i++ {
-		err := f(ctx)
-		if err == nil || !IsRetryable(err) || !sleepCtx(ctx, min(time.Duration(20<<i)*time.Millisecond, time.Second)) {
-			return err
-		}
-	}
 }

@@ -5,7 +5,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -336,20 +335,19 @@ func (s *Server) executor(e *execution) {
 	}
 }
 
-// retryConn runs an engine call, retrying connection errors a few times with a
-// short backoff (a blip must not turn finished work into a redelivery).
-func retryConn(f func(ctx context.Context) error) error {
-	var err error
-	for i := range 4 {
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		err = f(ctx)
-		cancel()
-		if err == nil || !isConnErr(err) && !errors.Is(err, context.DeadlineExceeded) {
+// retryConn runs f until it succeeds, fails with an error other than a
+// connection or not-serving one (isConnErr), or opTimeout has passed, backing
+// off from 50 ms to 1 s: a blip or a Redis restart must not turn finished work
+// into a redelivery, nor an IdempotentOperation's fn into a second run.
+func retryConn(parent context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, opTimeout)
+	defer cancel()
+	for i := 0; ; i++ {
+		err := f(ctx)
+		if err == nil || !isConnErr(err) || !sleepCtx(ctx, time.Duration(min(50<<min(i, 5), 1000))*time.Millisecond) {
 			return err
 		}
-		time.Sleep(time.Duration(50<<i) * time.Millisecond)
 	}
-	return err
 }
 
 // ---- timing helpers ----
