@@ -27,6 +27,14 @@ local function k_stream(band) return P .. "stream:p" .. band end
 local function int(x) return string.format("%d", x) end
 local TERMINAL = {Succeeded = true, Failed = true, DeadLettered = true, Cancelled = true, Expired = true}
 
+-- try runs f(...) for one item of a batch: a Redis error fails that item only,
+-- as {"err", message}.
+local function try(f, ...)
+  local ok, r = pcall(f, ...)
+  if ok then return r end
+  return {"err", type(r) == "table" and r.err or tostring(r)}
+end
+
 local function event(typ, id, attempt, now)
   redis.call("XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*",
     "type", typ, "task", id, "attempt", attempt, "at", now)
@@ -330,8 +338,7 @@ var readStartScript = script(`
 if redis.call("EXISTS", KEYS[11]) == 1 then return {"paused"} end
 local now, nowtxt, worker = ARGV[4], ARGV[5], ARGV[6]
 local out = read_bands(ARGV[2], tonumber(ARGV[3]), function(band, msgid, t, a)
-  local ok, r = pcall(start_entry, k_task(t), KEYS[band + 1], msgid, tonumber(a), "0", worker, now, nowtxt)
-  return {band, msgid, t, a, ok and r or {"err", type(r) == "table" and r.err or tostring(r)}}
+  return {band, msgid, t, a, try(start_entry, k_task(t), KEYS[band + 1], msgid, tonumber(a), "0", worker, now, nowtxt)}
 end)
 if #out > 0 then return {"ok", out} end
 return {"empty", last_ids()}
@@ -351,8 +358,7 @@ local now, nowtxt = ARGV[2], ARGV[3]
 local out = {}
 for i = 0, #KEYS / 2 - 1 do
   local a = 4 + 4 * i
-  local ok, r = pcall(start_entry, KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3], now, nowtxt)
-  out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
+  out[i + 1] = try(start_entry, KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3], now, nowtxt)
 end
 return out
 `)
@@ -434,8 +440,7 @@ end
 
 local out = {}
 for i = 0, (#KEYS - 2) / 2 - 1 do
-  local ok, r = pcall(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 4 + 7 * i)
-  out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
+  out[i + 1] = try(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 4 + 7 * i)
 end
 for _, stream in ipairs(streams) do
   redis.call("XACK", stream, "workers", unpack(acks[stream]))
