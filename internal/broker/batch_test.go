@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -332,5 +333,37 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A Redis error in one item of a start or complete batch fails that item only
+// (the Lua try helper); the other items of the batch go through.
+func TestBatchItemRedisErrorFailsThatItemOnly(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.mustSubmit(SubmitRequest{}), e.mustSubmit(SubmitRequest{})
+	ds, err := e.b.Read(ctx, e.q, "w", 2, 0)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("read %d %v", len(ds), err)
+	}
+	res, errs, err := e.b.startBatch(ctx, e.q, []startItem{{worker: "w", d: ds[0]}, {worker: "w", d: ds[1]}})
+	if err != nil || errs[0] != nil || errs[1] != nil || !res[0].Run || !res[1].Run {
+		t.Fatalf("start: %+v %v %v", res, errs, err)
+	}
+	// b's task hash becomes a string: every hash command on it fails.
+	if err := e.rdb.Set(ctx, keysFor(e.q).task(b.ID), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ds[0].TaskID != a.ID {
+		ds[0], ds[1] = ds[1], ds[0]
+	}
+	states, errs, err := e.b.completeBatch(ctx, e.q, []completeItem{{d: ds[0], kind: "ok"}, {d: ds[1], kind: "ok"}})
+	if err != nil {
+		t.Fatalf("the whole batch failed: %v", err)
+	}
+	if errs[0] != nil || states[0] != StateSucceeded {
+		t.Fatalf("good item: %s %v", states[0], errs[0])
+	}
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "WRONGTYPE") {
+		t.Fatalf("bad item: %s %v, want its WRONGTYPE error", states[1], errs[1])
 	}
 }
