@@ -241,15 +241,7 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(replies) != len(items) {
-		return nil, nil, fmt.Errorf("%d replies for %d deliveries", len(replies), len(items))
-	}
-	out := make([]StartResult, len(items))
-	errs := make([]error, len(items))
-	for i, x := range replies {
-		out[i], errs[i] = startReply(q, x)
-	}
-	return out, errs, nil
+	return itemReplies(replies, len(items), func(_ int, x any) (StartResult, error) { return startReply(q, x) })
 }
 
 // maxErrorLen bounds stored error messages (in characters).
@@ -327,21 +319,27 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(replies) != len(items) {
-		return nil, nil, fmt.Errorf("%d replies for %d completions", len(replies), len(items))
-	}
-	out := make([]State, len(items))
-	errs := make([]error, len(items))
-	for i, x := range replies {
+	return itemReplies(replies, len(items), func(_ int, x any) (State, error) {
 		v, _ := x.([]any)
 		switch {
 		case len(v) == 0:
-			errs[i] = fmt.Errorf("unexpected reply %v", x)
+			return "", fmt.Errorf("unexpected reply %v", x)
 		case len(v) == 2 && str(v[0]) == "err":
-			errs[i] = errors.New(str(v[1]))
-		default:
-			out[i] = State(str(v[0]))
+			return "", errors.New(str(v[1]))
 		}
+		return State(str(v[0])), nil
+	})
+}
+
+// itemReplies maps a batch script's replies, one per item in order, with each.
+func itemReplies[T any](replies []any, n int, each func(i int, x any) (T, error)) ([]T, []error, error) {
+	if len(replies) != n {
+		return nil, nil, fmt.Errorf("%d replies for %d items", len(replies), n)
+	}
+	out := make([]T, n)
+	errs := make([]error, n)
+	for i, x := range replies {
+		out[i], errs[i] = each(i, x)
 	}
 	return out, errs, nil
 }

@@ -156,16 +156,10 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 		return nil, nil, &Error{Code: CodeQueueNotFound, Message: "queue " + q.String() + " not found"}
 	}
 	replies, _ := v[1].([]any)
-	if len(replies) != len(items) {
-		return nil, nil, fmt.Errorf("%d replies for %d tasks", len(replies), len(items))
-	}
-	out := make([]SubmitResult, len(items))
-	errs := make([]error, len(items))
-	for i, x := range replies {
+	return itemReplies(replies, len(items), func(i int, x any) (SubmitResult, error) {
 		rep, _ := x.([]any)
-		out[i], errs[i] = submitReply(q, items[i], now, notBefore[i], rep)
-	}
-	return out, errs, nil
+		return submitReply(q, items[i], now, notBefore[i], rep)
+	})
 }
 
 // submitReply maps one item's reply of submitBatchScript.
