@@ -89,6 +89,43 @@ func TestSubmitBatchKeepsPerItemSemantics(t *testing.T) {
 	}
 }
 
+// A submit batch writes one TaskQueued entry for its new tasks only (not for
+// a refused or duplicate item); ReadEvents gives one event per task, in order,
+// all with that entry's ID, and resuming after it returns nothing.
+func TestSubmitBatchWritesOneQueuedEvent(t *testing.T) {
+	e := newEnv(t)
+	items := []submitItem{
+		{req: SubmitRequest{ID: "a", Type: "demo", IdempotencyKey: "k"}, payload: []byte("{}"), chosenID: "1"},
+		{req: SubmitRequest{ID: "b", Type: "demo", IdempotencyKey: "k"}, payload: []byte("{}"), chosenID: "1"}, // in progress
+		{req: SubmitRequest{ID: "c", Type: "demo"}, payload: []byte("{}"), chosenID: "1"},
+		{req: SubmitRequest{ID: "a", Type: "demo"}, payload: []byte("{}"), chosenID: "1"}, // duplicate ID
+		{req: SubmitRequest{ID: "d", Type: "demo", NotBefore: e.clock.Now().Add(time.Hour)}, payload: []byte("{}"), chosenID: "1"},
+	}
+	if _, _, err := e.b.submitBatch(ctx, e.q, items); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.rdb.XLen(ctx, keysFor(e.q).events()).Val(); n != 1 {
+		t.Fatalf("events stream has %d entries, want 1", n)
+	}
+	evs, err := e.b.ReadEvents(ctx, e.q, "0", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs {
+		if ev.Type != EventQueued || ev.ID != evs[0].ID || ev.Attempt != 1 || !ev.At.Equal(e.clock.Now()) {
+			t.Fatalf("event %+v", ev)
+		}
+		got = append(got, ev.TaskID)
+	}
+	if strings.Join(got, " ") != "a c d" {
+		t.Fatalf("TaskQueued for %v, want a c d", got)
+	}
+	if more, _ := e.b.ReadEvents(ctx, e.q, evs[0].ID, 100, 10*time.Millisecond); len(more) != 0 {
+		t.Fatalf("after the entry: %v", more)
+	}
+}
+
 // Concurrent Submits through the batcher (same key, distinct keys, a full
 // queue) get exactly the outcomes of sequential calls in some order.
 func TestConcurrentSubmitsThroughBatcher(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -88,8 +89,11 @@ func (b *Broker) Stats(ctx context.Context, q QueueRef) (QueueStats, error) {
 	return s, nil
 }
 
-// ReadEvents returns up to count events after the stream ID after ("0" for the
-// oldest kept), blocking up to block when there are none (0: do not block).
+// ReadEvents returns the events of up to count stream entries after the stream
+// ID after ("0" for the oldest kept), blocking up to block when there are none
+// (0: do not block). One entry may hold several events: a submit batch writes
+// one TaskQueued entry for all its new tasks, returned as one Event per task,
+// all with the entry's ID.
 func (b *Broker) ReadEvents(ctx context.Context, q QueueRef, after string, count int, block time.Duration) ([]Event, error) {
 	if after == "" {
 		after = "0"
@@ -114,7 +118,13 @@ func (b *Broker) ReadEvents(ctx context.Context, q QueueRef, after string, count
 			at, _ := m.Values["at"].(string)
 			attempt, _ := strconv.Atoi(a)
 			ms, _ := strconv.ParseInt(at, 10, 64)
-			out = append(out, Event{ID: m.ID, Type: EventType(typ), TaskID: task, Attempt: attempt, At: time.UnixMilli(ms).UTC()})
+			tasks := []string{task}
+			if ts, ok := m.Values["tasks"].(string); ok { // a submit batch's one TaskQueued entry
+				tasks = strings.Fields(ts)
+			}
+			for _, task := range tasks {
+				out = append(out, Event{ID: m.ID, Type: EventType(typ), TaskID: task, Attempt: attempt, At: time.UnixMilli(ms).UTC()})
+			}
 		}
 	}
 	return out, nil
