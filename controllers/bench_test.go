@@ -215,7 +215,7 @@ func BenchmarkCRPath(b *testing.B) {
 	b.ReportMetric(twoWrites/rawRate*100, "%raw-two-writes")
 	b.ReportMetric(taskWrites, "taskwrites/task")
 	b.ReportMetric(eventWrites, "eventwrites/task")
-	b.Logf("\n| what | value |\n|---|---|\n| raw ConfigMap create rate (%d producers; mean of before and after: %.0f, %.0f) | %.0f/s |\n"+
+	fmt.Printf("\n| what | value |\n|---|---|\n| raw ConfigMap create rate (%d producers; mean of before and after: %.0f, %.0f) | %.0f/s |\n"+
 		"| raw Task create rate, no manager (%d producers) | %.0f/s |\n| raw Task status write rate (Succeeded), no manager | %.0f/s |\n"+
 		"| the two writes alone, create then status (floor of the CR path) | %.0f/s (%.0f%% of raw) |\n| Task create rate while the manager runs | %.0f/s |\n"+
 		"| Task CR create -> Succeeded (%d Tasks, %d producers, echo) | %.0f/s |\n| CR path / raw | %.0f%% |\n"+
