@@ -126,6 +126,23 @@ func TestSubmitBatchWritesOneQueuedEvent(t *testing.T) {
 	}
 }
 
+// A failing TaskQueued write (here the events key is a string) does not fail
+// the batch's submissions, which are already written: the resync covers a lost
+// event, while an error would make callers retry tasks that exist.
+func TestSubmitSurvivesEventWriteError(t *testing.T) {
+	e := newEnv(t)
+	if err := e.rdb.Set(ctx, keysFor(e.q).events(), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.b.Submit(ctx, e.q, SubmitRequest{Type: "demo"})
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	if ti, err := e.b.GetTask(ctx, e.q, res.Task.ID); err != nil || ti.State != StateQueued {
+		t.Fatalf("task %+v %v", ti, err)
+	}
+}
+
 // Concurrent Submits through the batcher (same key, distinct keys, a full
 // queue) get exactly the outcomes of sequential calls in some order.
 func TestConcurrentSubmitsThroughBatcher(t *testing.T) {

@@ -229,10 +229,11 @@ func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 // what the contract needs: record, stream entry (or schedule member) and task
 // hash per task; the call, the config read, the depth gate's ten XLENs and the
 // TaskQueued event are paid once per batch (one events entry lists the batch's
-// new tasks in a "tasks" field; ReadEvents expands it to one Event per task). The task hash gets its retention TTL when the task
-// finishes (finish, exhaust, complete), not here: retention counts from the
-// end, so a task waiting in a long backlog or delayed past the retention never
-// vanishes. It carries only the helpers it needs instead of luaLib.
+// new tasks in a "tasks" field; ReadEvents expands it to one Event per task).
+// The task hash gets its retention TTL when the task finishes (finish, exhaust,
+// complete), not here: retention counts from the end, so a task waiting in a
+// long backlog or delayed past the retention never vanishes. It carries only
+// the helpers it needs instead of luaLib.
 var submitBatchScript = redis.NewScript(`
 local P = ARGV[1]
 local function k_task(id) return P .. "task:" .. id end
@@ -303,8 +304,8 @@ for i = 0, (#ARGV - 3) / 11 - 1 do
   local ok, r = pcall(submit, KEYS[13 + 2 * i], KEYS[14 + 2 * i], 4 + 11 * i)
   out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
 end
-if #queued > 0 then
-  redis.call("XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*", "type", "TaskQueued", "tasks", table.concat(queued, " "), "attempt", 1, "at", now)
+if #queued > 0 then -- a failure here must not fail tasks already written; the resync covers a lost event
+  pcall(redis.call, "XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*", "type", "TaskQueued", "tasks", table.concat(queued, " "), "attempt", 1, "at", now)
 end
 return {"ok", out}
 `)
