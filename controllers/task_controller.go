@@ -289,8 +289,8 @@ func (r *TaskReconciler) after(ctx context.Context, task *dtqv1alpha1.Task, st *
 
 // writeStatus replaces the Task's status, conditional on the resourceVersion
 // of the cached Task (a conflict when the cache is behind). An update, not a
-// patch: applying the patch was about 30% of the API server's CPU for a status
-// write (CPU profile of the CR path benchmark, docs/benchmarks.md).
+// patch: applying the patch was about a tenth of the API server's CPU in the
+// CR path (CPU profile of its benchmark, docs/benchmarks.md).
 func (r *TaskReconciler) writeStatus(ctx context.Context, task *dtqv1alpha1.Task, next *dtqv1alpha1.TaskStatus) error {
 	task.Status = *next
 	if err := r.Status().Update(ctx, task); err != nil {

@@ -34,8 +34,7 @@ type batchCall[Req, Res any] struct {
 	res       Res
 	err       error
 	done      chan struct{}
-	taken     bool // by a flusher (under batcher.mu)
-	cancelled bool // the caller gave up before it was taken (under batcher.mu)
+	cancelled bool // the caller gave up; a flusher skips it if still waiting (under batcher.mu)
 }
 
 // batcher coalesces concurrent calls of one operation on one queue. run gets the
@@ -75,9 +74,7 @@ func (bt *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 		return c.res, c.err
 	case <-ctx.Done():
 		bt.mu.Lock()
-		if !c.taken {
-			c.cancelled = true
-		}
+		c.cancelled = true
 		bt.mu.Unlock()
 		return zero, ctx.Err()
 	}
@@ -96,7 +93,6 @@ func (bt *batcher[Req, Res]) flush() {
 			if c.cancelled {
 				continue
 			}
-			c.taken = true
 			batch = append(batch, c)
 			reqs = append(reqs, c.req)
 		}

@@ -18,26 +18,19 @@ import (
 func TestSubmitBatchKeepsPerItemSemantics(t *testing.T) {
 	e := newEnv(t, func(c *QueueConfig) { c.MaxDepth = 3; c.MaxPayloadBytes = 64 })
 	e.mustSubmit(SubmitRequest{}) // depth 1 before the batch
-	item := func(id, key, payload string) submitItem {
-		chosen := "1"
-		if id == "" {
-			id, chosen = NewTaskID(), "0"
-		}
-		return submitItem{req: SubmitRequest{ID: id, Type: "demo", IdempotencyKey: key, Priority: 5}, payload: []byte(payload), chosenID: chosen}
-	}
 	big := `{"x":"` + string(make([]byte, 80)) + `"}`
 	items := []submitItem{
-		item("", "k1", "{}"),      // new (depth 2)
-		item("", "k1", "{}"),      // busy: the first's ID
-		item("", "", big),         // toolarge, before the gate
-		item("fixed", "", "{}"),   // new (depth 3)
-		item("fixed", "", "{}"),   // dup of the one just created, before the gate
-		item("", "k2", "{}"),      // full: nothing written
-		item("", "k1", "{}"),      // still busy
-		item("later", "k3", `{}`), // full
-		item("", "", `{"a":1}`),   // full
-		item("fixed", "k9", `{}`), // dup (ID exists), before the gate
-		item("", "k1", `{"b":2}`), // busy
+		batchItem("", "k1", "{}"),      // new (depth 2)
+		batchItem("", "k1", "{}"),      // busy: the first's ID
+		batchItem("", "", big),         // toolarge, before the gate
+		batchItem("fixed", "", "{}"),   // new (depth 3)
+		batchItem("fixed", "", "{}"),   // dup of the one just created, before the gate
+		batchItem("", "k2", "{}"),      // full: nothing written
+		batchItem("", "k1", "{}"),      // still busy
+		batchItem("later", "k3", `{}`), // full
+		batchItem("", "", `{"a":1}`),   // full
+		batchItem("fixed", "k9", `{}`), // dup (ID exists), before the gate
+		batchItem("", "k1", `{"b":2}`), // busy
 	}
 	res, errs, err := e.b.submitBatch(ctx, e.q, items)
 	if err != nil {
@@ -89,17 +82,29 @@ func TestSubmitBatchKeepsPerItemSemantics(t *testing.T) {
 	}
 }
 
+// batchItem is one Submit of a batch: id "" for a fresh random ID, key "" for
+// none.
+func batchItem(id, key, payload string) submitItem {
+	chosen := "1"
+	if id == "" {
+		id, chosen = NewTaskID(), "0"
+	}
+	return submitItem{req: SubmitRequest{ID: id, Type: "demo", IdempotencyKey: key, Priority: 5}, payload: []byte(payload), chosenID: chosen}
+}
+
 // A submit batch writes one TaskQueued entry for its new tasks only (not for
 // a refused or duplicate item); ReadEvents gives one event per task, in order,
 // all with that entry's ID, and resuming after it returns nothing.
 func TestSubmitBatchWritesOneQueuedEvent(t *testing.T) {
 	e := newEnv(t)
+	delayed := batchItem("d", "", "{}")
+	delayed.req.NotBefore = e.clock.Now().Add(time.Hour)
 	items := []submitItem{
-		{req: SubmitRequest{ID: "a", Type: "demo", IdempotencyKey: "k"}, payload: []byte("{}"), chosenID: "1"},
-		{req: SubmitRequest{ID: "b", Type: "demo", IdempotencyKey: "k"}, payload: []byte("{}"), chosenID: "1"}, // in progress
-		{req: SubmitRequest{ID: "c", Type: "demo"}, payload: []byte("{}"), chosenID: "1"},
-		{req: SubmitRequest{ID: "a", Type: "demo"}, payload: []byte("{}"), chosenID: "1"}, // duplicate ID
-		{req: SubmitRequest{ID: "d", Type: "demo", NotBefore: e.clock.Now().Add(time.Hour)}, payload: []byte("{}"), chosenID: "1"},
+		batchItem("a", "k", "{}"),
+		batchItem("b", "k", "{}"), // in progress
+		batchItem("c", "", "{}"),
+		batchItem("a", "", "{}"), // duplicate ID
+		delayed,
 	}
 	if _, _, err := e.b.submitBatch(ctx, e.q, items); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func (b *Broker) Read(ctx context.Context, q QueueRef, consumer string, count in
 	if count <= 0 {
 		return nil, nil
 	}
-	entries, err := b.read(ctx, q, block, readScript, consumer, count, nil)
+	entries, err := b.read(ctx, q, block, readScript, consumer, count, 4, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (b *Broker) ReadStart(ctx context.Context, q QueueRef, consumer, workerID s
 	if count <= 0 {
 		return nil, nil
 	}
-	entries, err := b.read(ctx, q, block, readStartScript, consumer, count, func() []any {
+	entries, err := b.read(ctx, q, block, readStartScript, consumer, count, 5, func() []any {
 		now, nowtxt := b.now() // taken afresh for each script call
 		return []any{now, nowtxt, workerID}
 	})
@@ -72,19 +72,24 @@ func (b *Broker) ReadStart(ctx context.Context, q QueueRef, consumer, workerID s
 	out := make([]Started, 0, len(entries))
 	for _, e := range entries {
 		st := Started{Delivery: deliveryOfEntry(e)}
-		st.StartResult, st.Err = startReply(q, e[4])
+		if v, err := itemReply(e[4]); err != nil {
+			st.Err = err
+		} else {
+			st.StartResult, st.Err = startReply(q, v)
+		}
 		out = append(out, st)
 	}
 	return out, nil
 }
 
 // read runs a read script (readScript, readStartScript: KEYS streams p0..p9
-// and paused; ARGV prefix, consumer, count, then extra(), if set) until it delivers,
+// and paused; ARGV prefix, consumer, count, then extra(), if set; each entry
+// has at least fields fields) until it delivers,
 // blocking up to block in between: paused queues return nothing after waiting
 // block (so idle readers do not spin); when nothing is ready it blocks on a
 // plain XREAD of the ten streams after their newest entries (which consumes
 // nothing) and runs the script again on wake-up.
-func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *redis.Script, consumer string, count int, extra func() []any) ([][]any, error) {
+func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *redis.Script, consumer string, count, fields int, extra func() []any) ([][]any, error) {
 	k := keysFor(q)
 	streams := k.streams()
 	keys := append(append([]string{}, streams...), k.paused())
@@ -104,7 +109,7 @@ func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *
 			out := make([][]any, 0, len(entries))
 			for _, e := range entries {
 				f, _ := e.([]any)
-				if len(f) < 4 {
+				if len(f) < fields {
 					return nil, fmt.Errorf("broker: read %s: unexpected entry %v", q, e)
 				}
 				out = append(out, f)
@@ -135,14 +140,10 @@ func deliveryOfEntry(f []any) Delivery {
 	return Delivery{MessageID: str(f[1]), Band: int(band), TaskID: str(f[2]), Attempt: attempt}
 }
 
-// startReply maps one start_entry reply (or {"err", message}).
-func startReply(q QueueRef, x any) (StartResult, error) {
-	v, _ := x.([]any)
-	switch {
-	case len(v) < 2:
-		return StartResult{}, fmt.Errorf("unexpected reply %v", x)
-	case str(v[0]) == "err":
-		return StartResult{}, errors.New(str(v[1]))
+// startReply maps one start_entry reply, {reason, task hash} (see itemReply).
+func startReply(q QueueRef, v []any) (StartResult, error) {
+	if len(v) < 2 {
+		return StartResult{}, fmt.Errorf("unexpected reply %v", v)
 	}
 	reason := str(v[0])
 	return StartResult{Run: reason == "run", Task: taskFromHash(q, hashMap(v[1])), Reason: reason}, nil
@@ -241,7 +242,7 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 	if err != nil {
 		return nil, nil, err
 	}
-	return itemReplies(replies, len(items), func(_ int, x any) (StartResult, error) { return startReply(q, x) })
+	return itemReplies(replies, len(items), func(_ int, v []any) (StartResult, error) { return startReply(q, v) })
 }
 
 // maxErrorLen bounds stored error messages (in characters).
@@ -311,37 +312,50 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 	args := make([]any, 0, 3+7*len(items))
 	args = append(args, k.prefix, now, nowtxt)
 	for _, it := range items {
+		jitter := "0" // only a retry reads it
+		if it.retryable == "1" {
+			jitter = strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64)
+		}
 		keys = append(keys, k.task(it.d.TaskID), k.stream(it.d.Band))
-		args = append(args, it.d.MessageID, it.kind, it.result, it.err, it.class, it.retryable,
-			strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64))
+		args = append(args, it.d.MessageID, it.kind, it.result, it.err, it.class, it.retryable, jitter)
 	}
 	replies, err := completeBatchScript.Run(ctx, b.fast, keys, args...).Slice()
 	if err != nil {
 		return nil, nil, err
 	}
-	return itemReplies(replies, len(items), func(_ int, x any) (State, error) {
-		v, _ := x.([]any)
-		switch {
-		case len(v) == 0:
-			return "", fmt.Errorf("unexpected reply %v", x)
-		case len(v) == 2 && str(v[0]) == "err":
-			return "", errors.New(str(v[1]))
-		}
-		return State(str(v[0])), nil
-	})
+	return itemReplies(replies, len(items), func(_ int, v []any) (State, error) { return State(str(v[0])), nil })
 }
 
-// itemReplies maps a batch script's replies, one per item in order, with each.
-func itemReplies[T any](replies []any, n int, each func(i int, x any) (T, error)) ([]T, []error, error) {
+// itemReplies maps a batch script's replies, one per item in order, with each
+// (given the fields of a reply that itemReply accepts).
+func itemReplies[T any](replies []any, n int, each func(i int, v []any) (T, error)) ([]T, []error, error) {
 	if len(replies) != n {
 		return nil, nil, fmt.Errorf("%d replies for %d items", len(replies), n)
 	}
 	out := make([]T, n)
 	errs := make([]error, n)
 	for i, x := range replies {
-		out[i], errs[i] = each(i, x)
+		v, err := itemReply(x)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		out[i], errs[i] = each(i, v)
 	}
 	return out, errs, nil
+}
+
+// itemReply is one item's reply of a batch or read script: its fields, or the
+// error of an {"err", message} reply (a Redis error in that item only).
+func itemReply(x any) ([]any, error) {
+	v, _ := x.([]any)
+	switch {
+	case len(v) == 0:
+		return nil, fmt.Errorf("unexpected reply %v", x)
+	case len(v) == 2 && str(v[0]) == "err":
+		return nil, errors.New(str(v[1]))
+	}
+	return v, nil
 }
 
 // Touch resets the idle time of in-flight entries (XCLAIM JUSTID, idle 0) so a

@@ -493,7 +493,7 @@ func TestTaskRetentionStartsWhenTaskFinishes(t *testing.T) {
 	e := newEnv(t, func(c *QueueConfig) { c.DeadLetter = true })
 	ttl := func(id string) time.Duration {
 		t.Helper()
-		d, err := e.rdb.PTTL(ctx, KeyPrefix(e.q)+"task:"+id).Result()
+		d, err := e.rdb.PTTL(ctx, keysFor(e.q).task(id)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,8 +57,10 @@ local function idem_update(ikey, id, state, nowtxt)
   redis.call("SET", rk, record(id, state, nowtxt), "XX", "KEEPTTL")
 end
 
+local TASK_TTL -- the queue's task retention, read on first use
 local function task_ttl()
-  return redis.call("HGET", P .. "config", "task_ttl_ms") or "604800000"
+  TASK_TTL = TASK_TTL or redis.call("HGET", P .. "config", "task_ttl_ms") or "604800000"
+  return TASK_TTL
 end
 
 -- finish ends a task in a terminal state that maps to the record's "failed"
@@ -73,6 +75,7 @@ end
 
 -- exhaust ends a task whose attempts are used up: DeadLettered (with a
 -- dead-letter entry) when the queue has a dead-letter queue, else Failed.
+-- Returns that state.
 local function exhaust(id, attempt, ikey, typ, lasterr, class, now, nowtxt)
   local tk = k_task(id)
   local cfg = redis.call("HMGET", P .. "config", "dlq", "dlq_maxlen")
@@ -91,6 +94,7 @@ local function exhaust(id, attempt, ikey, typ, lasterr, class, now, nowtxt)
     event("TaskFailed", id, attempt, now)
   end
   idem_update(ikey, id, "failed", nowtxt)
+  return cfg[1] == "1" and "DeadLettered" or "Failed"
 end
 -- start_entry decides whether a delivered entry runs (original section 5,
 -- "Pre-execution checks, in order" and "Duplicate absorption"); shared by
@@ -108,22 +112,24 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
   local h = {}
   for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
   local id, state, attempt, maxAttempts = h.id, h.state, tonumber(h.attempt), tonumber(h.max_attempts)
-  local function done(reason)
+  -- done acknowledges and deletes the entry; wrote says the task hash changed
+  -- since flat was read, so the reply reads it again.
+  local function done(reason, wrote)
     redis.call("XACK", stream, "workers", msgid)
     redis.call("XDEL", stream, msgid)
-    return {reason, redis.call("HGETALL", tk)}
+    return {reason, wrote and redis.call("HGETALL", tk) or flat}
   end
   if not state then return done("missing") end
   if TERMINAL[state] then return done("terminal") end
   if state == "Retrying" then return done("retrying") end
   if h.cancel_requested == "1" then
     finish(id, "Cancelled", "TaskCancelled", attempt, h.ikey, now, nowtxt)
-    return done("cancelled")
+    return done("cancelled", true)
   end
   local expires = tonumber(h.expires_at) or 0
   if expires > 0 and tonumber(now) >= expires then
     finish(id, "Expired", "TaskExpired", attempt, h.ikey, now, nowtxt)
-    return done("expired")
+    return done("expired", true)
   end
   local function absorb()
     event("TaskDuplicateAbsorbed", id, entryAttempt, now)
@@ -143,9 +149,8 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
     if reclaimed ~= "1" or msgid ~= h.msg then return absorb() end
     attempt = attempt + 1
     if attempt > maxAttempts then
-      redis.call("HSET", tk, "attempt", attempt - 1)
       exhaust(id, attempt - 1, h.ikey, h.type, "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
-      return done("exhausted")
+      return done("exhausted", true)
     end
   else
     return absorb()
@@ -391,21 +396,21 @@ local cfg -- read on first use
 -- stream's first entry rescans for the new first ID once per call, not once
 -- per entry).
 local acks, streams = {}, {}
+local function ack(stream, msgid)
+  local ids = acks[stream]
+  if not ids then
+    ids = {}
+    acks[stream] = ids
+    streams[#streams + 1] = stream
+  end
+  ids[#ids + 1] = msgid
+end
 local function complete(tk, stream, a)
   local msgid = ARGV[a]
   local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "msg", "ikey", "type")
   local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
-  local function ack()
-    local ids = acks[stream]
-    if not ids then
-      ids = {}
-      acks[stream] = ids
-      streams[#streams + 1] = stream
-    end
-    ids[#ids + 1] = msgid
-  end
   if state ~= "Running" or h[5] ~= msgid then
-    ack()
+    ack(stream, msgid)
     return {state or ""}
   end
   cfg = cfg or redis.call("HMGET", KEYS[1], "task_ttl_ms", "result_ttl_ms", "result_max", "retry_base_ms", "retry_max_ms", "retry_jitter")
@@ -437,10 +442,9 @@ local function complete(tk, stream, a)
     event("TaskRetryScheduled", id, attempt, now)
     redis.call("ZADD", KEYS[2], due, id)
   else
-    exhaust(id, attempt, h[6], h[7], ARGV[a + 3], ARGV[a + 4], now, nowtxt)
-    state = redis.call("HGET", tk, "state")
+    state = exhaust(id, attempt, h[6], h[7], ARGV[a + 3], ARGV[a + 4], now, nowtxt)
   end
-  ack()
+  ack(stream, msgid)
   return {state}
 end
 

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -130,14 +129,15 @@ type submitItem struct {
 func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem) ([]SubmitResult, []error, error) {
 	k := keysFor(q)
 	now, nowtxt := b.now()
+	cfgKey := k.config() // also the record key of items without an idempotency key
 	keys := make([]string, 0, 2+Bands+2*len(items))
-	keys = append(append(keys, k.config(), k.schedule()), k.streams()...)
+	keys = append(append(keys, cfgKey, k.schedule()), k.streams()...)
 	args := make([]any, 0, 3+11*len(items))
 	args = append(args, k.prefix, now, nowtxt)
 	notBefore := make([]int64, len(items))
 	for i, it := range items {
 		r := it.req
-		idemKey := k.config()
+		idemKey := cfgKey
 		if r.IdempotencyKey != "" {
 			idemKey = k.idempotency(r.IdempotencyKey)
 		}
@@ -156,18 +156,14 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 		return nil, nil, &Error{Code: CodeQueueNotFound, Message: "queue " + q.String() + " not found"}
 	}
 	replies, _ := v[1].([]any)
-	return itemReplies(replies, len(items), func(i int, x any) (SubmitResult, error) {
-		rep, _ := x.([]any)
-		return submitReply(q, items[i], now, notBefore[i], rep)
+	return itemReplies(replies, len(items), func(i int, v []any) (SubmitResult, error) {
+		return submitReply(q, items[i], now, notBefore[i], v)
 	})
 }
 
-// submitReply maps one item's reply of submitBatchScript.
+// submitReply maps one item's reply of submitBatchScript (see itemReply).
 func submitReply(q QueueRef, it submitItem, now, notBefore int64, v []any) (SubmitResult, error) {
 	req := it.req
-	if len(v) == 0 {
-		return SubmitResult{}, errors.New("empty reply")
-	}
 	switch str(v[0]) {
 	case "new":
 		maxAttempts, _ := strconv.Atoi(str(v[2]))
@@ -200,8 +196,6 @@ func submitReply(q QueueRef, it submitItem, now, notBefore int64, v []any) (Subm
 		limit, _ := strconv.ParseInt(str(v[1]), 10, 64)
 		return SubmitResult{}, &Error{Code: CodePayloadTooLarge, Limit: limit,
 			Message: fmt.Sprintf("payload is %d bytes, limit %d", len(it.payload), limit)}
-	case "err":
-		return SubmitResult{}, errors.New(str(v[1]))
 	}
 	return SubmitResult{}, fmt.Errorf("unexpected reply %v", v)
 }
