@@ -23,16 +23,12 @@ func (s *Server) process(e *execution) {
 	// once, a cost per task that the hot path does not need.
 	log := func() *slog.Logger { return s.log.With("task_id", d.TaskID, "message_id", d.MessageID) }
 	var sr broker.StartResult
-	var err error
 	if e.started != nil {
 		sr = *e.started
-	} else {
-		err = retryConn(context.Background(), func(ctx context.Context) (err error) {
-			sr, err = s.b.Start(ctx, s.q, s.cfg.WorkerID, d)
-			return err
-		})
-	}
-	if err != nil {
+	} else if err := retryConn(context.Background(), func(ctx context.Context) (err error) {
+		sr, err = s.b.Start(ctx, s.q, s.cfg.WorkerID, d)
+		return err
+	}); err != nil {
 		// The entry stays pending; it is reclaimed after the visibility timeout.
 		log().Warn("start", "err", err)
 		return
@@ -42,14 +38,14 @@ func (s *Server) process(e *execution) {
 		return
 	}
 	ti := sr.Task
-	lbl := []string{s.q.String(), ti.Type}
+	lbl := []string{s.qname, ti.Type}
 	timeout := ti.Timeout
 	if timeout <= 0 {
 		timeout = s.defaultTimeout
 	}
 	startedAt := time.Now()
 	task := &Task{
-		ID: ti.ID, Type: ti.Type, Queue: s.q.String(), Payload: ti.Payload, Attempt: ti.Attempt,
+		ID: ti.ID, Type: ti.Type, Queue: s.qname, Payload: ti.Payload, Attempt: ti.Attempt,
 		MaxAttempts: ti.MaxAttempts, IdempotencyKey: ti.IdempotencyKey, Priority: ti.Priority,
 		Deadline: startedAt.Add(timeout),
 	}
@@ -65,8 +61,7 @@ func (s *Server) process(e *execution) {
 		return
 	}
 	e.cancel = cancel
-	switch {
-	case e.cancelReq:
+	if e.cancelReq {
 		cancel(errCancelRequested)
 	}
 	s.mu.Unlock()
@@ -77,9 +72,9 @@ func (s *Server) process(e *execution) {
 		s.m.wait.WithLabelValues(lbl...).Observe(max(0, startedAt.Sub(ti.AvailableAt).Seconds()))
 	}
 	s.m.started.WithLabelValues(lbl...).Inc()
-	s.m.inflight.WithLabelValues(s.q.String()).Inc()
+	s.busy.Inc()
 	res, herr := s.invoke(ctx, task)
-	s.m.inflight.WithLabelValues(s.q.String()).Dec()
+	s.busy.Dec()
 	s.m.execution.WithLabelValues(lbl...).Observe(time.Since(startedAt).Seconds())
 
 	cause := context.Cause(ctx)
@@ -110,7 +105,7 @@ func (s *Server) process(e *execution) {
 		s.m.failed.WithLabelValues(lbl...).Inc()
 	}
 	var state broker.State
-	err = retryConn(context.Background(), func(ctx context.Context) (err error) {
+	err := retryConn(context.Background(), func(ctx context.Context) (err error) {
 		state, err = s.b.Complete(ctx, s.q, d, out)
 		return err
 	})
@@ -192,4 +187,19 @@ func marshalResult(v any) (json.RawMessage, error) {
 		return nil, fmt.Errorf("handler result: %w", err)
 	}
 	return data, nil
+}
+
+// retryConn runs f until it succeeds, fails with an error other than a
+// connection or not-serving one (isConnErr), or opTimeout has passed, backing
+// off from 50 ms to 1 s: a blip or a Redis restart must not turn finished work
+// into a redelivery, nor an IdempotentOperation's fn into a second run.
+func retryConn(parent context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, opTimeout)
+	defer cancel()
+	for i := 0; ; i++ {
+		err := f(ctx)
+		if err == nil || !isConnErr(err) || !sleepCtx(ctx, time.Duration(min(50<<min(i, 5), 1000))*time.Millisecond) {
+			return err
+		}
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/dtq-dev/dtq/internal/broker"
 )
 
+// ---- slots ----
+
 func (s *Server) tryAcquire() bool {
 	select {
 	case s.sem <- struct{}{}:
@@ -64,11 +66,13 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 			if err != nil {
 				s.log.Warn("reclaim", "err", err)
 			}
-			for _, d := range ds {
-				s.log.Info("reclaimed entry", "task_id", d.TaskID, "entry_attempt", d.Attempt)
-			}
 			if len(ds) > 0 {
-				s.dispatchAll(ds, n)
+				es := make([]*execution, len(ds))
+				for i, d := range ds {
+					s.log.Info("reclaimed entry", "task_id", d.TaskID, "entry_attempt", d.Attempt)
+					es[i] = &execution{d: d}
+				}
+				s.dispatchAll(es, n)
 				continue
 			}
 		}
@@ -95,17 +99,17 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 	}
 }
 
-// dispatchAll runs ds holding n slots: extra slots are released; a delivery
-// beyond n (an engine returning more than asked) waits for a slot.
-func (s *Server) dispatchAll(ds []broker.Delivery, n int) {
-	for i, d := range ds {
+// dispatchAll runs es holding n slots: extra slots are released; an
+// execution beyond n (an engine returning more than asked) waits for a slot.
+func (s *Server) dispatchAll(es []*execution, n int) {
+	for i, e := range es {
 		if i >= n {
 			s.sem <- struct{}{}
 		}
-		s.dispatch(d)
+		s.dispatchExec(e)
 	}
-	if len(ds) < n {
-		s.release(n - len(ds))
+	if len(es) < n {
+		s.release(n - len(es))
 	}
 }
 
@@ -113,7 +117,7 @@ func (s *Server) dispatchAll(ds []broker.Delivery, n int) {
 // that does not run (already acknowledged by the read) or failed to start (left
 // pending for reclaim) gives its slot back at once.
 func (s *Server) dispatchStarted(ss []broker.Started, n int) {
-	run := 0
+	run := make([]*execution, 0, len(ss))
 	for i := range ss {
 		st := &ss[i]
 		switch {
@@ -123,22 +127,16 @@ func (s *Server) dispatchStarted(ss []broker.Started, n int) {
 		case !st.Run:
 			s.notRun(st.Delivery, st.StartResult)
 		default:
-			if run >= n {
-				s.sem <- struct{}{}
-			}
-			run++
-			s.dispatchExec(&execution{d: st.Delivery, started: &st.StartResult})
+			run = append(run, &execution{d: st.Delivery, started: &st.StartResult})
 		}
 	}
-	if run < n {
-		s.release(n - run)
-	}
+	s.dispatchAll(run, n)
 }
 
 func (s *Server) notRun(d broker.Delivery, sr broker.StartResult) {
 	s.log.Debug("entry not run", "task_id", d.TaskID, "message_id", d.MessageID, "reason", sr.Reason, "state", string(sr.Task.State))
 	if sr.Task.State == broker.StateDeadLettered {
-		s.m.deadLettered.WithLabelValues(s.q.String(), sr.Task.Type).Inc()
+		s.m.deadLettered.WithLabelValues(s.qname, sr.Task.Type).Inc()
 	}
 }
 
@@ -292,14 +290,11 @@ func (s *Server) inflightCount() int {
 
 // ---- dispatch ----
 
-// dispatch runs d (a reclaimed entry, started by process) on an executor; the
-// caller holds a slot for it, which the executor releases.
-func (s *Server) dispatch(d broker.Delivery) { s.dispatchExec(&execution{d: d}) }
-
-// dispatchExec runs e on an executor goroutine; the caller holds a slot for
-// it, which the executor releases when e is done. An executor that finished its execution waits executorIdle for the next
-// one before it exits, so under load executions reuse goroutines (and their
-// grown stacks) instead of starting one per task.
+// dispatchExec runs e (started by process unless the read started it) on an
+// executor goroutine; the caller holds a slot for it, which the executor
+// releases when e is done. An executor that finished its execution waits
+// executorIdle for the next one before it exits, so under load executions
+// reuse goroutines (and their grown stacks) instead of starting one per task.
 func (s *Server) dispatchExec(e *execution) {
 	s.mu.Lock()
 	s.inflight[e.d.MessageID] = e
@@ -331,21 +326,6 @@ func (s *Server) executor(e *execution) {
 			return
 		case <-s.executorsStop:
 			return
-		}
-	}
-}
-
-// retryConn runs f until it succeeds, fails with an error other than a
-// connection or not-serving one (isConnErr), or opTimeout has passed, backing
-// off from 50 ms to 1 s: a blip or a Redis restart must not turn finished work
-// into a redelivery, nor an IdempotentOperation's fn into a second run.
-func retryConn(parent context.Context, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(parent, opTimeout)
-	defer cancel()
-	for i := 0; ; i++ {
-		err := f(ctx)
-		if err == nil || !isConnErr(err) || !sleepCtx(ctx, time.Duration(min(50<<min(i, 5), 1000))*time.Millisecond) {
-			return err
 		}
 	}
 }

@@ -51,8 +51,10 @@ type Server struct {
 	ownsRDB bool
 	b       *broker.Broker // reads, heartbeats, housekeeping
 	q       broker.QueueRef
+	qname   string // q.String(), the queue label of logs and metrics
 	log     *slog.Logger
 	m       *metrics
+	busy    prometheus.Gauge // m.inflight of this queue
 
 	sem chan struct{} // execution slots; a slot is held from read to completion
 
@@ -88,12 +90,14 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	q := broker.QueueRef{Namespace: cfg.Namespace, Name: cfg.Queue}
 	s := &Server{
 		cfg:           cfg,
 		h:             h,
 		rdb:           cfg.Redis,
-		q:             broker.QueueRef{Namespace: cfg.Namespace, Name: cfg.Queue},
-		log:           cfg.Logger.With("worker_id", cfg.WorkerID, "queue", cfg.Namespace+"/"+cfg.Queue),
+		q:             q,
+		qname:         q.String(),
+		log:           cfg.Logger.With("worker_id", cfg.WorkerID, "queue", q.String()),
 		m:             newMetrics(),
 		sem:           make(chan struct{}, cfg.Concurrency),
 		inflight:      map[string]*execution{},
@@ -102,6 +106,7 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		status:        StatusStarting,
 		promoteNow:    make(chan struct{}, 1),
 	}
+	s.busy = s.m.inflight.WithLabelValues(s.qname)
 	if s.rdb == nil {
 		opt, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
@@ -310,5 +315,3 @@ func (s *Server) serveMetrics() (func(), error) {
 		_ = hs.Shutdown(ctx)
 	}, nil
 }
-
-// ---- slots ----

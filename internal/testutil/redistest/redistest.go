@@ -175,7 +175,10 @@ func (s *Server) FlushAll() {
 
 // Restart kills the server and starts it again on the same port with the same
 // arguments (with WithAOF the data survives).
-func (s *Server) Restart() { s.RestartAfter(50 * time.Millisecond) }
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.RestartAfter(50 * time.Millisecond)
+}
 
 // RestartAfter is Restart with the server down for d (clients see connection
 // refused meanwhile; go-redis retries dials for a short while by itself).
