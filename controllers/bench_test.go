@@ -22,22 +22,19 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/internal/devstack"
 	"github.com/dtq-dev/dtq/internal/testutil"
-	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
@@ -60,14 +57,8 @@ func BenchmarkCRPath(b *testing.B) {
 		n = v
 	}
 	logf.SetLogger(logr.Discard())
-	sch := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(sch)
-	_ = dtqv1alpha1.AddToScheme(sch)
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: envtestutil.AssetsDir(),
-	}
+	sch := devstack.NewScheme()
+	env := newTestEnv()
 	cfg, err := env.Start()
 	if err != nil {
 		b.Fatal(err)
@@ -104,10 +95,13 @@ func BenchmarkCRPath(b *testing.B) {
 	// The same Tasks with no manager running: what creating them alone costs the
 	// API server (CEL rules and a larger object than a ConfigMap). Deleted again
 	// before the manager starts, so it never sees them.
+	task := func(ns string, i int) *dtqv1alpha1.Task {
+		return testutil.MakeTask(fmt.Sprintf("t-%d", i), ns).Queue("bench").
+			Key(fmt.Sprintf("k-%d", i)).Payload(map[string]any{"i": i}).Obj()
+	}
 	rawTasks := make([]*dtqv1alpha1.Task, n)
 	taskCreateRate := produce(b, n, producers, func(i int) error {
-		rawTasks[i] = testutil.MakeTask(fmt.Sprintf("t-%d", i), "rawtasks").Queue("bench").
-			Key(fmt.Sprintf("k-%d", i)).Payload(map[string]any{"i": i}).Obj()
+		rawTasks[i] = task("rawtasks", i)
 		return cl.Create(ctx, rawTasks[i])
 	})
 	cpu = cpu.report(b, "Task creates, no manager", n)
@@ -159,10 +153,7 @@ func BenchmarkCRPath(b *testing.B) {
 	if f := os.Getenv("DTQ_BENCH_APISERVER_PROFILE"); f != "" {
 		go profileAPIServer(ctx, cfg, f)
 	}
-	crCreateRate := produce(b, n, producers, func(i int) error {
-		return cl.Create(ctx, testutil.MakeTask(fmt.Sprintf("t-%d", i), "cr").Queue("bench").
-			Key(fmt.Sprintf("k-%d", i)).Payload(map[string]any{"i": i}).Obj())
-	})
+	crCreateRate := produce(b, n, producers, func(i int) error { return cl.Create(ctx, task("cr", i)) })
 	select {
 	case <-succeeded:
 	case <-time.After(3 * time.Minute):

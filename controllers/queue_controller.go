@@ -243,9 +243,9 @@ func (r *QueueReconciler) writeStatus(ctx context.Context, q *dtqv1alpha1.Queue,
 
 // SetupWithManager watches Queues, their Deployments (ready replicas) and the
 // status syncer's channel (a task arrived: scale up now).
-func (r *QueueReconciler) SetupWithManager(mgr ctrl.Manager, name string, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Queue]) error {
+func (r *QueueReconciler) SetupWithManager(mgr ctrl.Manager, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Queue]) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		Named(name).
+		Named("queue").
 		For(&dtqv1alpha1.Queue{}).
 		Owns(&appsv1.Deployment{}).
 		WatchesRawSource(source.Channel(syncer, &handler.TypedEnqueueRequestForObject[*dtqv1alpha1.Queue]{})).

@@ -118,14 +118,14 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 		Client: mgr.GetClient(), Engine: opts.Engine, Clock: opts.Clock, Recorder: recorder,
 		CoalesceWindow: opts.CoalesceWindow, RoutineEvents: opts.RoutineTaskEvents, tombstones: newTombstones(),
 	}
-	if err := tr.SetupWithManager(mgr, "task", opts.TaskConcurrency, taskEvents); err != nil {
+	if err := tr.SetupWithManager(mgr, opts.TaskConcurrency, taskEvents); err != nil {
 		return fmt.Errorf("set up task controller: %w", err)
 	}
 	qr := &QueueReconciler{
 		Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Engine: opts.Engine, Clock: opts.Clock,
 		Recorder: recorder, Workers: opts.Workers,
 	}
-	if err := qr.SetupWithManager(mgr, "queue", queueEvents); err != nil {
+	if err := qr.SetupWithManager(mgr, queueEvents); err != nil {
 		return fmt.Errorf("set up queue controller: %w", err)
 	}
 	loops := &queueLoops{

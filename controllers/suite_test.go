@@ -74,6 +74,16 @@ func TestControllers(t *testing.T) {
 	RunSpecs(t, "Controller Suite")
 }
 
+// newTestEnv is the envtest API server (kube-apiserver and etcd) of this
+// package's tests and benchmark, with the CRDs installed.
+func newTestEnv() *envtest.Environment {
+	return &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: envtestutil.AssetsDir(),
+	}
+}
+
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
@@ -82,11 +92,7 @@ var _ = BeforeSuite(func() {
 	Expect(dtqv1alpha1.AddToScheme(scheme)).To(Succeed())
 
 	By("starting kube-apiserver and etcd with the CRDs installed")
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: envtestutil.AssetsDir(),
-	}
+	testEnv = newTestEnv()
 	var err error
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())

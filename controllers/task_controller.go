@@ -175,10 +175,10 @@ func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, next 
 		applyTaskInfo(next, task, info, true)
 		if info.State.Terminal() { // it finished between the two calls: a replay
 			r.setSubmitted(next, task, info, true)
-			return outcome{info: &info}, nil
+		} else {
+			r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonIdempotencyInProgress,
+				fmt.Sprintf("Task %s owns idempotency key %q and is in progress; this Task mirrors it", e.TaskID, task.Spec.IdempotencyKey))
 		}
-		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonIdempotencyInProgress,
-			fmt.Sprintf("Task %s owns idempotency key %q and is in progress; this Task mirrors it", e.TaskID, task.Spec.IdempotencyKey))
 		return outcome{info: &info}, nil
 	case errors.Is(err, broker.ErrQueueNotFound):
 		next.State = dtqv1alpha1.TaskPending
@@ -360,9 +360,9 @@ func (r *TaskReconciler) now() time.Time { return r.Clock.Now().UTC().Truncate(t
 
 // SetupWithManager watches Tasks (delete events cancel), Queues (a Queue that
 // appears wakes the Tasks waiting for it) and the status syncer's channel.
-func (r *TaskReconciler) SetupWithManager(mgr ctrl.Manager, name string, concurrency int, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Task]) error {
+func (r *TaskReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Task]) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		Named(name).
+		Named("task").
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Watches(&dtqv1alpha1.Task{}, r.taskHandler()).
 		Watches(&dtqv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.waitingTasks)).

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,7 +32,7 @@ func testEchoHundred(t *testing.T) {
 	var tasks []*dtqv1alpha1.Task
 	for i := range 100 {
 		tasks = append(tasks, newTask(fmt.Sprintf("echo-%03d", i), ns, "echo", "echo", map[string]int{"i": i}).
-			key(fmt.Sprintf("echo-%03d", i)).obj())
+			Key(fmt.Sprintf("echo-%03d", i)).Obj())
 	}
 	start := time.Now()
 	createAll(t, tasks)
@@ -63,8 +62,8 @@ func testRetryAndDeadLetter(t *testing.T) {
 		s.Retry.MaxDelay = dur(time.Second)
 	})
 	createAll(t, []*dtqv1alpha1.Task{
-		newTask("flaky", ns, "retry", "flaky", map[string]int{"failTimes": 2}).maxAttempts(5).obj(),
-		newTask("fail", ns, "retry", "fail", nil).maxAttempts(3).obj(),
+		newTask("flaky", ns, "retry", "flaky", map[string]int{"failTimes": 2}).MaxAttempts(5).Obj(),
+		newTask("fail", ns, "retry", "fail", nil).MaxAttempts(3).Obj(),
 	})
 	got := waitTerminal(t, ns, "retry", 2, 2*time.Minute)
 	if f := got["flaky"]; f.Status.State != dtqv1alpha1.TaskSucceeded || f.Status.Attempt != 3 {
@@ -83,7 +82,7 @@ func testDuplicateKey(t *testing.T) {
 	ns := namespace(t, "e2e-dup")
 	queue(t, ns, nil)
 	payload := map[string]any{"name": "e2e-dup-order-7", "holdSeconds": 1}
-	createAll(t, []*dtqv1alpha1.Task{newTask("order-7", ns, "dup", "counter", payload).key("order-7").obj()})
+	createAll(t, []*dtqv1alpha1.Task{newTask("order-7", ns, "dup", "counter", payload).Key("order-7").Obj()})
 	// The second Task comes once the first owns the key: created together, either
 	// could be reconciled first (both may wait for the new Queue), and then the
 	// other one is the duplicate.
@@ -97,7 +96,7 @@ func testDuplicateKey(t *testing.T) {
 		}
 		return nil
 	}))
-	createAll(t, []*dtqv1alpha1.Task{newTask("order-7-again", ns, "dup", "counter", payload).key("order-7").obj()})
+	createAll(t, []*dtqv1alpha1.Task{newTask("order-7-again", ns, "dup", "counter", payload).Key("order-7").Obj()})
 	got := waitTerminal(t, ns, "dup", 2, 2*time.Minute)
 	first, second := got["order-7"], got["order-7-again"]
 	if first.Status.State != dtqv1alpha1.TaskSucceeded || first.Status.Idempotency == nil || first.Status.Idempotency.Duplicate {
@@ -145,10 +144,7 @@ func testGitOpsReapply(t *testing.T) {
 	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) { s.Retry.BaseDelay = dur(200 * time.Millisecond) })
 	objs, err := devstack.DecodeManifests([]byte(gitopsManifests))
 	must(t, err)
-	apply := func() {
-		// Apply takes ownership of what it applies; hand it copies.
-		must(t, devstack.Apply(t.Context(), stack.Client, copies(objs)))
-	}
+	apply := func() { must(t, devstack.Apply(t.Context(), stack.Client, objs)) }
 	apply()
 	first := waitTerminal(t, ns, "gitops", len(objs), 2*time.Minute)
 	for _, task := range first {
@@ -184,14 +180,6 @@ func testGitOpsReapply(t *testing.T) {
 	}
 }
 
-func copies(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	out := make([]*unstructured.Unstructured, len(objs))
-	for i, o := range objs {
-		out[i] = o.DeepCopy()
-	}
-	return out
-}
-
 // SIGKILL of the worker process running a task: the stand-in restarts it, the
 // task is reclaimed after the visibility timeout and succeeds on attempt 2.
 func testWorkerKilledMidTask(t *testing.T) {
@@ -212,7 +200,7 @@ func testWorkerKilledMidTask(t *testing.T) {
 		}
 		return fmt.Errorf("no ready worker in %s: %+v", ns, stack.Pods())
 	}))
-	createAll(t, []*dtqv1alpha1.Task{newTask("slow", ns, "crash", "sleep", map[string]int{"seconds": 6}).maxAttempts(3).obj()})
+	createAll(t, []*dtqv1alpha1.Task{newTask("slow", ns, "crash", "sleep", map[string]int{"seconds": 6}).MaxAttempts(3).Obj()})
 
 	var running dtqv1alpha1.Task
 	must(t, poll(t.Context(), time.Minute, func() error {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,12 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/internal/testutil"
 )
 
 // scenarioLabel marks a test's Tasks so it can list them.
@@ -66,25 +64,12 @@ func queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)) *dtqv1a
 
 func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
 
-// taskBuilder builds Task objects: newTask("t", ns, "echo").key("k").obj().
-type taskBuilder struct{ t *dtqv1alpha1.Task }
-
-func newTask(name, ns, scenario, typ string, payload any) *taskBuilder {
-	raw, err := json.Marshal(payload)
-	if err != nil {
-		panic(err)
-	}
-	return &taskBuilder{t: &dtqv1alpha1.Task{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{scenarioLabel: scenario}},
-		Spec:       dtqv1alpha1.TaskSpec{Queue: "q", Type: typ, Payload: &runtime.RawExtension{Raw: raw}},
-	}}
+// newTask is a Task of a scenario on queue "q": newTask("t", ns, "dup", "echo", nil).Key("k").Obj().
+func newTask(name, ns, scenario, typ string, payload any) *testutil.TaskWrapper {
+	w := testutil.MakeTask(name, ns).Queue("q").Type(typ).Payload(payload)
+	w.Labels = map[string]string{scenarioLabel: scenario}
+	return w
 }
-
-func (b *taskBuilder) key(k string) *taskBuilder { b.t.Spec.IdempotencyKey = k; return b }
-
-func (b *taskBuilder) maxAttempts(n int32) *taskBuilder { b.t.Spec.MaxAttempts = ptr.To(n); return b }
-
-func (b *taskBuilder) obj() *dtqv1alpha1.Task { return b.t }
 
 // createAll creates tasks with a few concurrent clients.
 func createAll(t *testing.T, tasks []*dtqv1alpha1.Task) {
@@ -127,15 +112,6 @@ func listTasks(ctx context.Context, ns, scenario string) (map[string]*dtqv1alpha
 	return out, nil
 }
 
-func terminal(s dtqv1alpha1.TaskState) bool {
-	switch s {
-	case dtqv1alpha1.TaskSucceeded, dtqv1alpha1.TaskFailed, dtqv1alpha1.TaskDeadLettered,
-		dtqv1alpha1.TaskCancelled, dtqv1alpha1.TaskExpired:
-		return true
-	}
-	return false
-}
-
 // waitTerminal waits until n Tasks of the scenario exist and are terminal,
 // and returns them.
 func waitTerminal(t *testing.T, ns, scenario string, n int, timeout time.Duration) map[string]*dtqv1alpha1.Task {
@@ -150,7 +126,7 @@ func waitTerminal(t *testing.T, ns, scenario string, n int, timeout time.Duratio
 		states := map[dtqv1alpha1.TaskState]int{}
 		for _, task := range got {
 			states[task.Status.State]++
-			if terminal(task.Status.State) {
+			if task.Status.State.Finished() {
 				done++
 			}
 		}

@@ -30,7 +30,7 @@ func TestBurstScalesUpAndDown(t *testing.T) {
 	})
 	var tasks []*dtqv1alpha1.Task
 	for i := range n {
-		tasks = append(tasks, newTask(fmt.Sprintf("burst-%04d", i), ns, "burst", "sleep", map[string]float64{"seconds": 0.1}).obj())
+		tasks = append(tasks, newTask(fmt.Sprintf("burst-%04d", i), ns, "burst", "sleep", map[string]float64{"seconds": 0.1}).Obj())
 	}
 
 	peak := watchPeak(t, ns)
@@ -110,7 +110,7 @@ func TestRestartsMidBurst(t *testing.T) {
 	var tasks []*dtqv1alpha1.Task
 	for i := range n {
 		tasks = append(tasks, newTask(name(i), ns, "chaos", "counter",
-			map[string]any{"name": "e2e-" + name(i), "holdSeconds": 0.05}).key(name(i)).obj())
+			map[string]any{"name": "e2e-" + name(i), "holdSeconds": 0.05}).Key(name(i)).Obj())
 	}
 
 	start := time.Now()
