@@ -78,8 +78,8 @@ func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 		}
 		return nil, nil
 	})
+	report := drainCPU(ctx, p.Addr, "dtq")
 	start := time.Now()
-	cpu0, own0 := redisCPU(ctx, rdb), ownCPU()
 	stop, err := dtqServer(rdb, mux)
 	if err != nil {
 		return 0, 0, err
@@ -103,7 +103,7 @@ func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 		time.Sleep(time.Millisecond)
 	}
 	d = time.Since(start)
-	drainCPU("dtq", redisCPU(ctx, rdb)-cpu0, ownCPU()-own0, d)
+	report(d)
 	return drainTasks, d, nil
 }
 
@@ -127,10 +127,8 @@ func asynqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 	})
 	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: p.Addr, PoolSize: drainSlots + 16}, asynq.Config{
 		Concurrency: drainSlots, Queues: map[string]int{"workers": 1}, LogLevel: asynq.FatalLevel})
-	crdb := redis.NewClient(&redis.Options{Addr: p.Addr})
-	defer crdb.Close()
+	report := drainCPU(ctx, p.Addr, "asynq")
 	start := time.Now()
-	cpu0, own0 := redisCPU(ctx, crdb), ownCPU()
 	if err := srv.Start(mux); err != nil {
 		return 0, 0, err
 	}
@@ -153,14 +151,23 @@ func asynqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 		time.Sleep(time.Millisecond)
 	}
 	d := time.Since(start)
-	drainCPU("asynq", redisCPU(ctx, crdb)-cpu0, ownCPU()-own0, d)
+	report(d)
 	return drainTasks, d, nil
 }
 
-// drainCPU reports, with -v, the CPU time of a drain alone (submission
-// excluded) of Redis and of the bench process (the worker): how busy each was.
-func drainCPU(who string, cpu, own float64, d time.Duration) {
-	if *verbose {
+// drainCPU starts measuring, with -v only, the CPU time of a drain alone
+// (submission excluded) of the Redis at addr and of the bench process (the
+// worker): how busy each was. Call it before the drain's clock starts; the
+// returned func prints the figures for a drain of d.
+func drainCPU(ctx context.Context, addr, who string) func(d time.Duration) {
+	if !*verbose {
+		return func(time.Duration) {}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	cpu0, own0 := redisCPU(ctx, rdb), ownCPU()
+	return func(d time.Duration) {
+		defer rdb.Close()
+		cpu, own := redisCPU(ctx, rdb)-cpu0, ownCPU()-own0
 		fmt.Fprintf(os.Stderr, "  %s drain: redis cpu %.2fs in %s (%.0f%% busy, %.1f us/task), worker process cpu %.2fs (%.0f%%, %.1f us/task)\n",
 			who, cpu, d.Round(time.Millisecond), 100*cpu/d.Seconds(), cpu*1e6/drainTasks, own, 100*own/d.Seconds(), own*1e6/drainTasks)
 	}
