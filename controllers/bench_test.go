@@ -331,15 +331,7 @@ func countSucceeded(ctx context.Context, mgr ctrl.Manager, ns string, n int) (<-
 // apiWrites reads apiserver_request_total and sums it by "VERB resource[/subresource]"
 // (every verb: reads too).
 func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error) {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
+	resp, err := apiGet(ctx, cfg, "/metrics")
 	if err != nil {
 		return nil, err
 	}
@@ -373,16 +365,24 @@ func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error
 
 // profileAPIServer writes a 5-second CPU profile of the API server to file.
 func profileAPIServer(ctx context.Context, cfg *rest.Config, file string) {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return
-	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/debug/pprof/profile?seconds=5", nil)
-	resp, err := hc.Do(req)
+	resp, err := apiGet(ctx, cfg, "/debug/pprof/profile?seconds=5")
 	if err != nil {
 		return
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	_ = os.WriteFile(file, data, 0o644)
+}
+
+// apiGet GETs path from the API server with cfg's credentials.
+func apiGet(ctx context.Context, cfg *rest.Config, path string) (*http.Response, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return hc.Do(req)
 }
