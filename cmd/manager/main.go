@@ -40,6 +40,7 @@ import (
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/controllers"
+	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
 var (
@@ -68,7 +69,8 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one manager reconciles at a time.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorisation.")
 	flag.StringVar(&redisURL, "redis-url", envOr("DTQ_REDIS_URL", "redis://localhost:6379/0"),
-		"Redis URL (redis://[user:pass@]host:port/db, rediss:// for TLS); env DTQ_REDIS_URL.")
+		"Redis URL (redis://[user:pass@]host:port/db, rediss:// for TLS); env DTQ_REDIS_URL. "+
+			"DTQ_REDIS_USERNAME, DTQ_REDIS_PASSWORD or DTQ_REDIS_PASSWORD_FILE, and DTQ_REDIS_CA_FILE override its credentials and CA.")
 	flag.StringVar(&workerImage, "worker-image", controllers.DefaultWorkerImage,
 		"Image of worker pods whose Queue's template has no containers.")
 	flag.StringVar(&workerRedisURL, "worker-redis-url", "",
@@ -84,7 +86,9 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 
-	rdb, err := connectRedis(redisURL)
+	conn := redisconn.FromEnv()
+	conn.URL = redisURL
+	rdb, err := connectRedis(conn)
 	if err != nil {
 		setupLog.Error(err, "Redis is unreachable; start it or pass --redis-url / DTQ_REDIS_URL")
 		os.Exit(1)
@@ -138,26 +142,25 @@ func main() {
 		os.Exit(1)
 	}
 
-	setupLog.Info("Starting manager", "redis", rdb.Options().Addr)
+	setupLog.Info("Starting manager")
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
 }
 
-// connectRedis parses url and pings the server, so a wrong URL fails at start
-// with a clear message instead of in the first reconcile.
-func connectRedis(url string) (*redis.Client, error) {
-	opt, err := redis.ParseURL(url)
+// connectRedis builds the client and pings the server, so a wrong URL or
+// credential fails at start with a clear message instead of in the first reconcile.
+func connectRedis(conn redisconn.Config) (redis.UniversalClient, error) {
+	rdb, err := conn.Client()
 	if err != nil {
-		return nil, fmt.Errorf("parse Redis URL: %w", err)
+		return nil, err
 	}
-	rdb := redis.NewClient(opt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("ping Redis at %s: %w", opt.Addr, err)
+		return nil, fmt.Errorf("ping Redis: %w", err)
 	}
 	return rdb, nil
 }

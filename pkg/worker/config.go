@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
 // Environment variables read by ConfigFromEnv. They are the contract with the
 // Queue controller, which injects them into worker pods (docs/worker.md).
 const (
-	EnvRedisURL          = "DTQ_REDIS_URL"          // required
+	EnvRedisURL          = redisconn.EnvURL         // required; see package redisconn for the credential variables
 	EnvQueueNamespace    = "DTQ_QUEUE_NAMESPACE"    // default "default"
 	EnvQueueName         = "DTQ_QUEUE_NAME"         // required
 	EnvConcurrency       = "DTQ_WORKER_CONCURRENCY" // default 4
@@ -43,9 +45,9 @@ const (
 // MetricsAddr: from code, "" serves no metrics; ConfigFromEnv defaults it to
 // ":8080".
 type Config struct {
-	// RedisURL is a redis:// or rediss:// URL (go-redis ParseURL syntax). Ignored
+	// RedisConn says how to reach Redis (URL, credentials, CA bundle). Ignored
 	// when Redis is set.
-	RedisURL string
+	RedisConn redisconn.Config
 	// Redis is a client to use instead of RedisURL. The server does not close it.
 	Redis redis.UniversalClient
 
@@ -67,13 +69,13 @@ type Config struct {
 func ConfigFromEnv() (Config, error) {
 	var errs []error
 	c := Config{
-		RedisURL:    os.Getenv(EnvRedisURL),
+		RedisConn:   redisconn.FromEnv(),
 		Namespace:   os.Getenv(EnvQueueNamespace),
 		Queue:       os.Getenv(EnvQueueName),
 		WorkerID:    os.Getenv(EnvWorkerID),
 		MetricsAddr: DefaultMetricsAddr,
 	}
-	if c.RedisURL == "" {
+	if c.RedisConn.URL == "" {
 		errs = append(errs, fmt.Errorf("%s is required", EnvRedisURL))
 	}
 	if c.Queue == "" {
@@ -155,8 +157,8 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	var errs []error
-	if c.Redis == nil && c.RedisURL == "" {
-		errs = append(errs, errors.New("worker: RedisURL or Redis is required"))
+	if c.Redis == nil && c.RedisConn.URL == "" {
+		errs = append(errs, errors.New("worker: RedisConn.URL or Redis is required"))
 	}
 	if c.Queue == "" {
 		errs = append(errs, errors.New("worker: Queue is required"))

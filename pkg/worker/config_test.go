@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dtq-dev/dtq/pkg/redisconn"
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
@@ -66,8 +67,8 @@ func TestConfigFromEnv(t *testing.T) {
 
 func TestDefaultWorkerIDIsUnique(t *testing.T) {
 	t.Setenv("POD_NAME", "")
-	a, _ := worker.NewServer(worker.Config{RedisURL: "redis://127.0.0.1:1/0", Queue: "q"}, worker.NewMux())
-	b, _ := worker.NewServer(worker.Config{RedisURL: "redis://127.0.0.1:1/0", Queue: "q"}, worker.NewMux())
+	a, _ := worker.NewServer(worker.Config{RedisConn: redisconn.Config{URL: "redis://127.0.0.1:1/0"}, Queue: "q"}, worker.NewMux())
+	b, _ := worker.NewServer(worker.Config{RedisConn: redisconn.Config{URL: "redis://127.0.0.1:1/0"}, Queue: "q"}, worker.NewMux())
 	if a.WorkerID() == b.WorkerID() || !strings.Contains(a.WorkerID(), "-") {
 		t.Fatalf("worker ids %q %q", a.WorkerID(), b.WorkerID())
 	}

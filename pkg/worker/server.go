@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,15 +107,14 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 	}
 	s.busy = s.m.inflight.WithLabelValues(s.qname)
 	if s.rdb == nil {
-		opt, err := redis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			return nil, fmt.Errorf("worker: %s: %w", EnvRedisURL, err)
-		}
 		// One blocking read, Start (reclaims)+Complete per slot, heartbeat, reclaim, scheduler, cancel poll.
-		if min := cfg.Concurrency + 8; opt.PoolSize < min {
-			opt.PoolSize = max(min, 10*runtime.GOMAXPROCS(0))
+		conn := cfg.RedisConn
+		conn.PoolSize = max(conn.PoolSize, cfg.Concurrency+8)
+		rdb, err := conn.Client()
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
 		}
-		s.rdb = redis.NewClient(opt)
+		s.rdb = rdb
 		s.ownsRDB = true
 	}
 	s.b = broker.New(s.rdb)
@@ -126,7 +124,7 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 
 // Redis returns the server's Redis client, for handlers that keep their own
 // state there (IdempotentOperation). Closed when Run returns if the server
-// created it from RedisURL.
+// created it from RedisConn.
 func (s *Server) Redis() redis.UniversalClient { return s.rdb }
 
 // WorkerID returns the consumer name.
