@@ -1,6 +1,10 @@
 # Image URLs used by docker-build, build-installer and deploy.
 IMG ?= ghcr.io/dtq-dev/dtq-manager:latest
 WORKER_IMG ?= ghcr.io/dtq-dev/dtq-worker:latest
+# Registry, tag and architecture of `make images` (images built without Docker).
+IMAGE_REGISTRY ?= ghcr.io/dtq-dev
+IMAGE_TAG ?= latest
+IMAGE_ARCH ?= $(shell go env GOARCH)
 CONTAINER_TOOL ?= docker
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -10,8 +14,11 @@ LOCALBIN ?= $(shell pwd)/bin
 KUBECTL ?= kubectl
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+HELM ?= $(LOCALBIN)/helm
 KUSTOMIZE_VERSION ?= v5.8.1
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
+# The helm CLI of `make helm-lint`; the tests use the same version's Go API (go.mod).
+HELM_VERSION ?= $(shell go list -m -f '{{.Version}}' helm.sh/helm/v3)
 # Kubernetes version of the envtest control plane (kube-apiserver, etcd, kubectl).
 K8S_VERSION ?= 1.37.2
 export K8S_VERSION
@@ -58,9 +65,10 @@ test: vet envtest redis ## Run every test: unit, Redis integration, envtest inte
 	go test $(TEST_FLAGS) -race $(RACE_PKGS)
 
 .PHONY: verify
-verify: manifests generate ## Fail when generated files or go.mod are stale.
+verify: manifests generate chart build-installer ## Fail when generated files, the chart's copies, dist/install.yaml or go.mod are stale.
 	go mod tidy
-	@git diff --exit-code -- go.mod go.sum api config || { echo "verify: generated files or go.mod are stale; run 'make manifests generate' and 'go mod tidy' and commit"; exit 1; }
+	@git diff --exit-code -- go.mod go.sum api config dist || { echo "verify: generated files or go.mod are stale; run 'make manifests generate chart build-installer' and 'go mod tidy' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- dist)" || { git status --short -- dist; echo "verify: new files under dist/; commit them"; exit 1; }
 
 .PHONY: bench
 bench: envtest redis ## Run the benchmarks of docs/benchmarks.md (dtq vs asynq, then the CR path).
@@ -77,6 +85,10 @@ build: ## Build the manager, worker and kubectl-dtq binaries into bin/.
 run: ## Run the manager against the cluster in ~/.kube/config.
 	go run ./cmd/manager
 
+.PHONY: images
+images: ## Build the images without Docker: OCI layouts in bin/images/<name>, for `crane push`.
+	go run ./hack/images -out $(LOCALBIN)/images -registry $(IMAGE_REGISTRY) -tag $(IMAGE_TAG) -arch $(IMAGE_ARCH)
+
 .PHONY: docker-build
 docker-build: ## Build the manager and worker images (needs a Docker engine).
 	$(CONTAINER_TOOL) build --target manager -t $(IMG) .
@@ -92,6 +104,15 @@ build-installer: manifests kustomize ## Write dist/install.yaml: CRDs, RBAC and 
 	mkdir -p dist
 	cd config/manager && "$(KUSTOMIZE)" edit set image controller=$(IMG)
 	"$(KUSTOMIZE)" build config/default > dist/install.yaml
+
+.PHONY: chart
+chart: manifests ## Copy the CRDs and the manager's RBAC rules from config/ into the Helm chart (dist/chart).
+	hack/chart-sync.sh
+
+.PHONY: helm-lint
+helm-lint: chart helm ## Lint the Helm chart with default values and with the API and metrics enabled.
+	"$(HELM)" lint --strict dist/chart
+	"$(HELM)" lint --strict dist/chart --set api.enabled=true,metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true
 
 ##@ Deployment
 
@@ -126,6 +147,11 @@ redis: ## Make sure redis-server is installed (apt when missing).
 kustomize: $(KUSTOMIZE)
 $(KUSTOMIZE):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+.PHONY: helm
+helm: $(HELM)
+$(HELM):
+	GOBIN=$(LOCALBIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,7 +19,28 @@ import (
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
+// usage is printed by --help; the worker has no flags, only the environment.
+const usage = `Usage: worker
+
+dtq's reference worker: runs the demo handlers (echo, sleep, flaky, counter ...)
+of one Queue until SIGTERM, then drains. It takes no flags; the Queue controller
+sets its environment (docs/worker.md):
+
+  DTQ_REDIS_URL            Redis URL (required); DTQ_REDIS_USERNAME, DTQ_REDIS_PASSWORD,
+                           DTQ_REDIS_PASSWORD_FILE and DTQ_REDIS_CA_FILE override its
+                           credentials and CA
+  DTQ_QUEUE_NAMESPACE      the Queue's namespace (default "default")
+  DTQ_QUEUE_NAME           the Queue's name (required)
+  DTQ_WORKER_CONCURRENCY   execution slots (default 4)
+  DTQ_VISIBILITY_TIMEOUT   e.g. 30s; DTQ_HEARTBEAT_INTERVAL, e.g. 5s; DTQ_DRAIN_TIMEOUT, e.g. 30s
+  DTQ_WORKER_ID            consumer name (default $POD_NAME, else hostname-<random>)
+  DTQ_METRICS_ADDR         /metrics, /healthz, /readyz (default :8080; 0 disables)
+  DTQ_LOG_LEVEL            debug, info, warn, error
+`
+
 func main() {
+	flag.Usage = func() { fmt.Fprint(flag.CommandLine.Output(), usage) }
+	flag.Parse()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)

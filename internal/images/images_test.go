@@ -1,0 +1,240 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package images_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/dtq-dev/dtq/internal/images"
+	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
+)
+
+// The binaries are built once for all tests, the way the e2e tests build
+// them (devstack.Build: CGO off, no other flag), so that `make test` compiles
+// the packages once for both. `make images` adds ReleaseFlags, which change
+// embedded paths and symbols, not what these tests check.
+var (
+	buildOnce sync.Once
+	binDir    string
+	specs     []images.Spec
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func binaries(t *testing.T) (string, []images.Spec) {
+	t.Helper()
+	buildOnce.Do(func() {
+		root := envtestutil.RepoRoot()
+		if specs, buildErr = images.Available(root); buildErr != nil {
+			return
+		}
+		if binDir, buildErr = os.MkdirTemp("", "dtq-images"); buildErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		buildErr = images.BuildBinaries(ctx, root, binDir, runtime.GOARCH, specs)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir, specs
+}
+
+// TestImages builds each image of `make images`, writes and reads back its
+// OCI layout, checks it (non-root user, the binary as exec-form entrypoint,
+// static, no shell) and runs the binary taken out of the image with --help.
+func TestImages(t *testing.T) {
+	dir, specs := binaries(t)
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	// The manager and the worker always exist; the API once cmd/api does.
+	if len(specs) < 2 || specs[0].Name != "dtq-manager" || specs[1].Name != "dtq-worker" {
+		t.Fatalf("images to build: %v, want dtq-manager, dtq-worker and any later ones", names)
+	}
+	t.Logf("images: %v", names)
+	for _, s := range specs {
+		t.Run(s.Name, func(t *testing.T) {
+			img, err := images.Image(s, filepath.Join(dir, s.Binary), runtime.GOARCH, time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			layoutDir := filepath.Join(t.TempDir(), s.Name)
+			if err := images.WriteLayout(layoutDir, img, "ghcr.io/dtq-dev/"+s.Name+":test"); err != nil {
+				t.Fatal(err)
+			}
+			img, err = images.ReadLayout(layoutDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs, err := readImage(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if problems := check(fs, s, runtime.GOARCH); len(problems) > 0 {
+				t.Fatalf("image %s:\n%s", s.Name, strings.Join(problems, "\n"))
+			}
+
+			bin := filepath.Join(t.TempDir(), s.Binary)
+			if err := os.WriteFile(bin, fs.files["/"+s.Binary].body, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s --help: %v\n%s", s.Binary, err, out)
+			}
+			if !strings.Contains(string(out), "Usage") {
+				t.Fatalf("%s --help printed no usage:\n%s", s.Binary, out)
+			}
+		})
+	}
+}
+
+// TestCheckReportsPlantedFaults shows that check finds each fault it is there
+// to find, in an image that differs from a good one by that fault only.
+func TestCheckReportsPlantedFaults(t *testing.T) {
+	dir, _ := binaries(t)
+	spec := images.Spec{Name: "dtq-worker", Binary: "worker"}
+	good, err := images.Image(spec, filepath.Join(dir, "worker"), runtime.GOARCH, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withConfig := func(edit func(*v1.Config)) v1.Image {
+		cfg, err := good.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cfg.Config.DeepCopy()
+		edit(c)
+		img, err := mutate.Config(good, *c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
+	}
+	withFile := func(name, hostPath string) v1.Image {
+		img, err := images.Image(images.Spec{Name: spec.Name, Binary: name}, hostPath, runtime.GOARCH, time.Unix(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := img.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err = mutate.AppendLayers(good, l[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
+	}
+	// A dynamically linked program of the host: an image from scratch cannot run it.
+	dynamic, err := exec.LookPath("ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		img  v1.Image
+		want string
+	}{
+		"good":          {good, ""},
+		"root user":     {withConfig(func(c *v1.Config) { c.User = "0:0" }), "runs as root"},
+		"named root":    {withConfig(func(c *v1.Config) { c.User = "root" }), "runs as root"},
+		"no user":       {withConfig(func(c *v1.Config) { c.User = "" }), "runs as root"},
+		"unknown uid":   {withConfig(func(c *v1.Config) { c.User = "1234" }), "no /etc/passwd entry"},
+		"shell form":    {withConfig(func(c *v1.Config) { c.Entrypoint = []string{"/bin/sh", "-c", "/worker"} }), "entrypoint"},
+		"cmd":           {withConfig(func(c *v1.Config) { c.Cmd = []string{"--x"} }), "cmd"},
+		"shell present": {withFile("sh", dynamic), "a shell"},
+		"dynamic":       {withFile("worker", dynamic), "not static"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			fs, err := readImage(tc.img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			problems := strings.Join(check(fs, spec, runtime.GOARCH), "\n")
+			if tc.want == "" && problems != "" {
+				t.Fatalf("good image reported:\n%s", problems)
+			}
+			if !strings.Contains(problems, tc.want) {
+				t.Fatalf("planted fault not reported: want %q in %q", tc.want, problems)
+			}
+		})
+	}
+}
+
+// TestImageReproducible: the same binary gives the same digest, and every
+// image shares one base layer.
+func TestImageReproducible(t *testing.T) {
+	dir, _ := binaries(t)
+	build := func(s images.Spec) v1.Image {
+		img, err := images.Image(s, filepath.Join(dir, s.Binary), runtime.GOARCH, time.Unix(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
+	}
+	digest := func(img v1.Image) v1.Hash {
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	baseDigest := func(img v1.Image) v1.Hash {
+		l, err := img.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := l[0].Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	worker := images.Spec{Name: "dtq-worker", Binary: "worker"}
+	a, b := build(worker), build(worker)
+	if digest(a) != digest(b) {
+		t.Fatalf("two builds of %s: %s and %s", worker.Name, digest(a), digest(b))
+	}
+	manager := build(images.Spec{Name: "dtq-manager", Binary: "manager"})
+	if baseDigest(a) != baseDigest(manager) {
+		t.Fatalf("base layers differ: %s and %s", baseDigest(a), baseDigest(manager))
+	}
+}
