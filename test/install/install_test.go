@@ -173,8 +173,8 @@ func TestInstallYAMLDryRun(t *testing.T) {
 // message that says what to set.
 func TestChartRejectsBadValues(t *testing.T) {
 	cases := map[string]struct{ set, want string }{
-		"no Redis":              {"redis.existingSecret=", "set redis.url or redis.existingSecret"},
-		"CA without TLS":        {"redis.url=redis://redis:6379/0,redis.tls.caSecret.name=ca", "redis.tls.caSecret needs a rediss:// redis.url"},
+		"no Redis":                {"redis.existingSecret=", "set redis.url or redis.existingSecret"},
+		"CA without TLS":          {"redis.url=redis://redis:6379/0,redis.tls.caSecret.name=ca", "redis.tls.caSecret needs a rediss:// redis.url"},
 		"monitor without metrics": {"metrics.enabled=false,metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor needs metrics.enabled"},
 	}
 	for name, tc := range cases {
@@ -189,8 +189,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 
 // TestDryRunReportsFaults shows that dryRun reports each kind of fault the
 // tests above rely on it to find: a pod template that breaks the restricted
-// Pod Security Standard (a warning), a field the schema does not declare, a
-// value the CRD's validation refuses, and a bad ServiceMonitor.
+// Pod Security Standard (a warning), a field the schema does not declare (in
+// a built-in kind and in a custom resource), a value the CRD's validation
+// refuses, and a bad ServiceMonitor.
 func TestDryRunReportsFaults(t *testing.T) {
 	ctx := context.Background()
 	prepare(ctx, t, installYAML(t))
@@ -202,9 +203,11 @@ func TestDryRunReportsFaults(t *testing.T) {
 			"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},
 			"spec":{"containers":[{"name":"c","image":"busybox"}]}}}}`), "warning: would violate PodSecurity"},
 		"undeclared field": {obj(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"x"},"rulez":[]}`), "rejected"},
-		"invalid Queue": {obj(`{"apiVersion":"dtq.dev/v1alpha1","kind":"Queue","metadata":{"name":"q","namespace":"dtq-system"},"spec":{"concurrency":0}}`), "rejected"},
+		"invalid Queue":    {obj(`{"apiVersion":"dtq.dev/v1alpha1","kind":"Queue","metadata":{"name":"q","namespace":"dtq-system"},"spec":{"concurrency":0}}`), "rejected"},
 		"bad ServiceMonitor": {obj(`{"apiVersion":"monitoring.coreos.com/v1","kind":"ServiceMonitor","metadata":{"name":"m","namespace":"dtq-system"},
 			"spec":{"selector":{},"endpoints":[{"scheme":"gopher"}]}}`), "rejected"},
+		"undeclared ServiceMonitor field": {obj(`{"apiVersion":"monitoring.coreos.com/v1","kind":"ServiceMonitor","metadata":{"name":"m","namespace":"dtq-system"},
+			"spec":{"selector":{},"endpointz":[]}}`), "field not declared in schema"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
