@@ -18,6 +18,9 @@ package images_test
 
 import (
 	"context"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,8 +30,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/dtq-dev/dtq/internal/images"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
@@ -101,6 +107,7 @@ func TestImages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			pushAndPull(t, img, s.Name)
 			fs, err := readImage(img)
 			if err != nil {
 				t.Fatal(err)
@@ -123,6 +130,31 @@ func TestImages(t *testing.T) {
 				t.Fatalf("%s --help printed no usage:\n%s", s.Binary, out)
 			}
 		})
+	}
+}
+
+// pushAndPull pushes img the way `crane push <layout> <ref>` does, to a
+// registry in this process, and checks that the registry serves it back with
+// the same digest.
+func pushAndPull(t *testing.T, img v1.Image, imageName string) {
+	t.Helper()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ref, err := name.ParseReference(strings.TrimPrefix(srv.URL, "http://") + "/dtq-dev/" + imageName + ":test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	pulled, err := remote.Image(ref)
+	if err != nil {
+		t.Fatalf("pull %s: %v", ref, err)
+	}
+	want, _ := img.Digest()
+	got, err := pulled.Digest()
+	if err != nil || got != want {
+		t.Fatalf("pulled %s: digest %s (%v), pushed %s", ref, got, err, want)
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -65,6 +66,8 @@ func run(m *testing.M) int {
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: envtestutil.AssetsDir(),
 		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true},
+		// A safety net, not a goal: the default 20 s is short on 2 cores shared with other test runs.
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -169,13 +172,17 @@ func TestInstallYAMLDryRun(t *testing.T) {
 	t.Logf("accepted %d objects: %s", len(objs), strings.Join(ids(objs), ", "))
 }
 
-// TestChartRejectsBadValues: values that cannot work fail the render with a
-// message that says what to set.
+// TestChartRejectsBadValues: values that cannot work, or that the chart does
+// not know (values.schema.json), fail the render with a message that says why.
 func TestChartRejectsBadValues(t *testing.T) {
 	cases := map[string]struct{ set, want string }{
 		"no Redis":                {"redis.existingSecret=", "set redis.url or redis.existingSecret"},
 		"CA without TLS":          {"redis.url=redis://redis:6379/0,redis.tls.caSecret.name=ca", "redis.tls.caSecret needs a rediss:// redis.url"},
 		"monitor without metrics": {"metrics.enabled=false,metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor needs metrics.enabled"},
+		// values.schema.json
+		"misspelt value":       {"redis.existingsecret=x", "additional properties 'existingsecret' not allowed"},
+		"worker Secret no key": {"workers.redisSecret=dtq-redis", "does not match pattern"},
+		"not a Redis URL":      {"redis.url=my-redis:6379", "does not match pattern"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
