@@ -1,7 +1,8 @@
 # dtq images: `docker build --target manager` (the operator) and
 # `docker build --target worker` (the reference worker with the demo handlers).
-# Both build the same packages, with the same flags, as `make build`: static
-# binaries (CGO off) on distroless, running as the non-root user 65532.
+# Both build the same packages, with the same flags, as `make images` (which
+# needs no Docker: docs/install.md): static binaries (CGO off) on distroless,
+# running as the non-root user 65532.
 # Override BASE_IMAGE to build from another registry, e.g. docker.io/library/golang:1.26
 ARG BASE_IMAGE=golang:1.26
 
