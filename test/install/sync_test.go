@@ -46,6 +46,9 @@ func TestChartMatchesConfig(t *testing.T) {
 			t.Errorf("%s: in dist/install.yaml, not in the chart", k)
 			continue
 		}
+		if want.GetKind() == "CustomResourceDefinition" && got.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("%s: the chart's CRD lacks helm.sh/resource-policy: keep (helm uninstall would delete every Queue and Task)", k)
+		}
 		compare := comparisons[want.GetKind()]
 		if compare == nil {
 			t.Errorf("%s: no comparison for kind %s; add one to comparisons", k, want.GetKind())
