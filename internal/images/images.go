@@ -126,19 +126,3 @@ func WriteLayout(dir string, img v1.Image, ref string) error {
 	}
 	return p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref}))
 }
-
-// ReadLayout reads the one image of an OCI layout written by WriteLayout.
-func ReadLayout(dir string) (v1.Image, error) {
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return nil, err
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	if len(m.Manifests) != 1 {
-		return nil, fmt.Errorf("%s: %d manifests, want 1", dir, len(m.Manifests))
-	}
-	return idx.Image(m.Manifests[0].Digest)
-}
