@@ -140,7 +140,7 @@ func TestDecideScale(t *testing.T) {
 	earlier := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
 	scaling := dtqv1alpha1.QueueScaling{
 		MinReplicas: ptr.To(int32(1)), MaxReplicas: 5, TargetBacklogPerWorker: 10,
-		ScaleDownStabilization: metav1.Duration{Duration: time.Minute},
+		ScaleDownStabilization: dtqv1alpha1.NewDuration(time.Minute),
 	}
 	zeroMin := *scaling.DeepCopy()
 	zeroMin.MinReplicas = ptr.To(int32(0))
@@ -176,10 +176,10 @@ func TestDecideScale(t *testing.T) {
 func TestQueueConfig(t *testing.T) {
 	def := broker.DefaultQueueConfig()
 	custom := testutil.MakeQueue("q", "ns").MaxDepth(5).MaxPayloadBytes(64).IdempotencyTTL(2 * time.Second).TaskTimeout(time.Minute).Obj()
-	custom.Spec.Retry = dtqv1alpha1.RetryPolicy{MaxAttempts: 3, BaseDelay: metav1.Duration{Duration: 2 * time.Second},
-		MaxDelay: metav1.Duration{Duration: 10 * time.Second}, JitterPercent: ptr.To(int32(50))}
+	custom.Spec.Retry = dtqv1alpha1.RetryPolicy{MaxAttempts: 3, BaseDelay: dtqv1alpha1.NewDuration(2 * time.Second),
+		MaxDelay: dtqv1alpha1.NewDuration(10 * time.Second), JitterPercent: ptr.To(int32(50))}
 	custom.Spec.DeadLetter = dtqv1alpha1.DeadLetterPolicy{Enabled: ptr.To(false), MaxLength: 7}
-	custom.Spec.VisibilityTimeout = metav1.Duration{Duration: 9 * time.Second}
+	custom.Spec.VisibilityTimeout = dtqv1alpha1.NewDuration(9 * time.Second)
 	want := def
 	want.MaxDepth, want.MaxPayloadBytes, want.IdempotencyTTL, want.DefaultTimeout = 5, 64, 2*time.Second, time.Minute
 	want.DefaultMaxAttempts, want.Retry = 3, broker.RetryPolicy{BaseDelay: 2 * time.Second, MaxDelay: 10 * time.Second, Jitter: 0.5}

@@ -19,6 +19,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -77,6 +78,14 @@ func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (
 	next := q.Status.DeepCopy()
 	ref := queueRefOf(q)
 	now := r.Clock.Now().UTC().Truncate(time.Second)
+
+	if errs := q.Spec.DurationErrors(); len(errs) > 0 {
+		// Only a Queue stored before the CRD validated durations gets here.
+		r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonInvalidConfig,
+			"Invalid spec, left unapplied (Redis config and workers unchanged) until it is fixed: "+strings.Join(errs, "; "))
+		next.ObservedGeneration = q.Generation
+		return ctrl.Result{}, r.writeStatus(ctx, q, next)
+	}
 
 	stats, err := r.setUpRedis(ctx, q, ref)
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 
 // QueueSpec is the desired state of a Queue: its workers, their scaling and the
 // limits the engine enforces on its tasks.
-// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatInterval) || !has(self.visibilityTimeout) || duration(self.heartbeatInterval) < duration(self.visibilityTimeout)",message="heartbeatInterval must be less than visibilityTimeout",fieldPath=".heartbeatInterval"
+// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatInterval) || !has(self.visibilityTimeout) || !self.heartbeatInterval.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') || !self.visibilityTimeout.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') || duration(self.heartbeatInterval) < duration(self.visibilityTimeout)",message="heartbeatInterval must be less than visibilityTimeout",fieldPath=".heartbeatInterval"
 type QueueSpec struct {
 	// workerTemplate is the pod template of the worker Deployment. Containers
 	// may be left empty to run the reference worker image; the operator injects
@@ -53,20 +53,22 @@ type QueueSpec struct {
 	// visibilityTimeout is how long a delivered task may go without a heartbeat
 	// before another worker reclaims it.
 	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="visibilityTimeout must be a duration from 1s to 1h, such as 30s"
 	// +optional
-	VisibilityTimeout metav1.Duration `json:"visibilityTimeout,omitzero"`
+	VisibilityTimeout Duration `json:"visibilityTimeout,omitzero"`
 
 	// heartbeatInterval is how often workers refresh their in-flight tasks; it
 	// must be less than visibilityTimeout.
 	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('100ms') && duration(self) <= duration('30m')",message="heartbeatInterval must be a duration from 100ms to 30m, such as 5s"
 	// +optional
-	HeartbeatInterval metav1.Duration `json:"heartbeatInterval,omitzero"`
+	HeartbeatInterval Duration `json:"heartbeatInterval,omitzero"`
 
 	// taskTimeout is the handler deadline of tasks that set none (at most 1h).
 	// +kubebuilder:default="30s"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="taskTimeout must be in (0s, 1h]"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="taskTimeout must be a duration from 1s to 1h, such as 30s"
 	// +optional
-	TaskTimeout metav1.Duration `json:"taskTimeout,omitzero"`
+	TaskTimeout Duration `json:"taskTimeout,omitzero"`
 
 	// retry is the retry policy of retryable failures.
 	// +kubebuilder:default={}
@@ -91,19 +93,22 @@ type QueueSpec struct {
 	// idempotencyTTL is how long an idempotency record lives: the window in
 	// which the same key maps to the same logical task.
 	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('8760h')",message="idempotencyTTL must be a duration from 1s to 8760h, such as 24h"
 	// +optional
-	IdempotencyTTL metav1.Duration `json:"idempotencyTTL,omitzero"`
+	IdempotencyTTL Duration `json:"idempotencyTTL,omitzero"`
 
 	// taskRetention is how long task records stay readable in Redis after the
 	// task finishes; waiting, delayed and retrying tasks never expire.
 	// +kubebuilder:default="168h"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('8760h')",message="taskRetention must be a duration from 1s to 8760h, such as 168h"
 	// +optional
-	TaskRetention metav1.Duration `json:"taskRetention,omitzero"`
+	TaskRetention Duration `json:"taskRetention,omitzero"`
 
 	// resultRetention is how long handler results stay readable.
 	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('8760h')",message="resultRetention must be a duration from 1s to 8760h, such as 1h"
 	// +optional
-	ResultRetention metav1.Duration `json:"resultRetention,omitzero"`
+	ResultRetention Duration `json:"resultRetention,omitzero"`
 
 	// deadLetter configures where exhausted tasks go.
 	// +kubebuilder:default={}
@@ -149,13 +154,14 @@ type QueueScaling struct {
 	// scaleDownStabilization is how long the desired count must stay lower
 	// before workers are removed. Scale-up is immediate.
 	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="scaleDownStabilization must be a duration from 0s to 1h, such as 60s"
 	// +optional
-	ScaleDownStabilization metav1.Duration `json:"scaleDownStabilization,omitzero"`
+	ScaleDownStabilization Duration `json:"scaleDownStabilization,omitzero"`
 }
 
 // RetryPolicy is the exponential backoff of retryable failures:
 // delay = min(maxDelay, baseDelay * 2^(attempt-1)) * (1 ± jitterPercent/100).
-// +kubebuilder:validation:XValidation:rule="!has(self.baseDelay) || !has(self.maxDelay) || duration(self.baseDelay) <= duration(self.maxDelay)",message="baseDelay must not exceed maxDelay"
+// +kubebuilder:validation:XValidation:rule="!has(self.baseDelay) || !has(self.maxDelay) || !self.baseDelay.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') || !self.maxDelay.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') || duration(self.baseDelay) <= duration(self.maxDelay)",message="baseDelay must not exceed maxDelay"
 type RetryPolicy struct {
 	// maxAttempts is the default number of executions of a task, crash
 	// redeliveries included.
@@ -167,13 +173,15 @@ type RetryPolicy struct {
 
 	// baseDelay is the delay after the first failed attempt.
 	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('10ms') && duration(self) <= duration('24h')",message="baseDelay must be a duration from 10ms to 24h, such as 1s"
 	// +optional
-	BaseDelay metav1.Duration `json:"baseDelay,omitzero"`
+	BaseDelay Duration `json:"baseDelay,omitzero"`
 
 	// maxDelay caps the delay.
 	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('10ms') && duration(self) <= duration('24h')",message="maxDelay must be a duration from 10ms to 24h, such as 60s"
 	// +optional
-	MaxDelay metav1.Duration `json:"maxDelay,omitzero"`
+	MaxDelay Duration `json:"maxDelay,omitzero"`
 
 	// jitterPercent spreads each delay by up to this percentage either way.
 	// +kubebuilder:validation:Minimum=0

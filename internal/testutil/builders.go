@@ -79,24 +79,24 @@ func (w *QueueWrapper) TargetBacklog(n int32) *QueueWrapper {
 	return w
 }
 func (w *QueueWrapper) Timeouts(visibility, heartbeat time.Duration) *QueueWrapper {
-	w.Spec.VisibilityTimeout = metav1.Duration{Duration: visibility}
-	w.Spec.HeartbeatInterval = metav1.Duration{Duration: heartbeat}
+	w.Spec.VisibilityTimeout = dtqv1alpha1.NewDuration(visibility)
+	w.Spec.HeartbeatInterval = dtqv1alpha1.NewDuration(heartbeat)
 	return w
 }
 func (w *QueueWrapper) Paused(p bool) *QueueWrapper { w.Spec.Paused = p; return w }
 func (w *QueueWrapper) ScaleDownAfter(d time.Duration) *QueueWrapper {
-	w.Spec.Scaling.ScaleDownStabilization = metav1.Duration{Duration: d}
+	w.Spec.Scaling.ScaleDownStabilization = dtqv1alpha1.NewDuration(d)
 	return w
 }
 func (w *QueueWrapper) IdempotencyTTL(d time.Duration) *QueueWrapper {
-	w.Spec.IdempotencyTTL = metav1.Duration{Duration: d}
+	w.Spec.IdempotencyTTL = dtqv1alpha1.NewDuration(d)
 	return w
 }
 func (w *QueueWrapper) MaxDepth(n int64) *QueueWrapper        { w.Spec.MaxDepth = n; return w }
 func (w *QueueWrapper) MaxPayloadBytes(n int64) *QueueWrapper { w.Spec.MaxPayloadBytes = n; return w }
 func (w *QueueWrapper) Concurrency(n int32) *QueueWrapper     { w.Spec.Concurrency = n; return w }
 func (w *QueueWrapper) TaskTimeout(d time.Duration) *QueueWrapper {
-	w.Spec.TaskTimeout = metav1.Duration{Duration: d}
+	w.Spec.TaskTimeout = dtqv1alpha1.NewDuration(d)
 	return w
 }
 func (w *QueueWrapper) TTLAfterFinished(s int32) *QueueWrapper {

@@ -62,7 +62,7 @@ func queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)) *dtqv1a
 	return q
 }
 
-func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+func dur(d time.Duration) dtqv1alpha1.Duration { return dtqv1alpha1.NewDuration(d) }
 
 // newTask is a Task of a scenario on queue "q": newTask("t", ns, "dup", "echo", nil).Key("k").Obj().
 func newTask(name, ns, scenario, typ string, payload any) *testutil.TaskWrapper {
