@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,9 +23,9 @@ func TestDesiredWorkerDeployment(t *testing.T) {
 	podName := corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}
 	baseEnv := func(redis corev1.EnvVar) []corev1.EnvVar {
 		return []corev1.EnvVar{
-			redis,
 			{Name: "DTQ_QUEUE_NAMESPACE", Value: "ns"},
 			{Name: "DTQ_QUEUE_NAME", Value: "q"},
+			redis,
 			{Name: "DTQ_WORKER_CONCURRENCY", Value: "4"},
 			{Name: "DTQ_VISIBILITY_TIMEOUT", Value: "30s"},
 			{Name: "DTQ_HEARTBEAT_INTERVAL", Value: "5s"},
@@ -44,9 +45,15 @@ func TestDesiredWorkerDeployment(t *testing.T) {
 			}},
 		},
 	}
+	secretRef := func(key string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: RedisUserSecret}, Key: key}}
+	}
+	cred := &redisCredential{Secret: RedisUserSecret, Digest: "d1"}
 	for name, tc := range map[string]struct {
 		queue     *dtqv1alpha1.Queue
 		opts      WorkerOptions
+		cred      *redisCredential
 		image     string
 		env       []corev1.EnvVar
 		grace     int64
@@ -65,6 +72,26 @@ func TestDesiredWorkerDeployment(t *testing.T) {
 			env: baseEnv(corev1.EnvVar{Name: "DTQ_REDIS_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "url"}}}),
 			grace: 45, labels: map[string]string{LabelQueue: "q"}, sc: restrictedContainerSecurityContext(),
+		},
+		"isolation: the namespace's Redis user from its Secret, replacing the user's values": {
+			queue: func() *dtqv1alpha1.Queue {
+				q := testutil.MakeQueue("q", "ns").Obj()
+				q.Spec.WorkerTemplate.Spec.Containers = []corev1.Container{{Name: "worker", Image: "img:1", Env: []corev1.EnvVar{
+					{Name: "DTQ_QUEUE_NAMESPACE", Value: "other-tenant"},
+					{Name: "DTQ_REDIS_PASSWORD", Value: "guess"},
+					{Name: "MINE", Value: "1"},
+				}}}
+				return q
+			}(),
+			opts: opts, cred: cred, image: "img:1", container: "worker", grace: 45,
+			env: append([]corev1.EnvVar{
+				{Name: "DTQ_QUEUE_NAMESPACE", Value: "ns"},
+				{Name: "DTQ_REDIS_PASSWORD", ValueFrom: secretRef("password")},
+				{Name: "MINE", Value: "1"},
+				{Name: "DTQ_QUEUE_NAME", Value: "q"},
+				{Name: "DTQ_REDIS_USERNAME", ValueFrom: secretRef("username")},
+			}, baseEnv(corev1.EnvVar{Name: "DTQ_REDIS_URL", Value: "redis://r:6379/0"})[2:]...),
+			labels: map[string]string{LabelQueue: "q"}, sc: restrictedContainerSecurityContext(),
 		},
 		"user fields are kept": {
 			queue: func() *dtqv1alpha1.Queue {
@@ -92,7 +119,7 @@ func TestDesiredWorkerDeployment(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			before := tc.queue.DeepCopy()
-			d := desiredWorkerDeployment(tc.queue, tc.opts)
+			d := desiredWorkerDeployment(tc.queue, tc.opts, tc.cred)
 			if diff := cmp.Diff(before, tc.queue); diff != "" {
 				t.Errorf("builder mutated the Queue (-before +after):\n%s", diff)
 			}
@@ -117,19 +144,68 @@ func TestDesiredWorkerDeployment(t *testing.T) {
 			if d.Annotations[AnnotationTemplateHash] == "" {
 				t.Error("no template hash annotation")
 			}
+			if got, want := d.Spec.Template.Annotations[AnnotationRedisCredential], ptr.Deref(tc.cred, redisCredential{}).Digest; got != want {
+				t.Errorf("credential annotation %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestWorkerPodDefaults(t *testing.T) {
+	q := testutil.MakeQueue("q", "ns").Obj()
+	ps := desiredWorkerDeployment(q, WorkerOptions{Image: "i"}, nil).Spec.Template.Spec
+	if diff := cmp.Diff(map[string]any{"automount": ptr.To(false), "requests": defaultWorkerRequests}, map[string]any{
+		"automount": ps.AutomountServiceAccountToken, "requests": ps.Containers[0].Resources.Requests}); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+
+	limits := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+	q.Spec.WorkerTemplate.Spec = corev1.PodSpec{AutomountServiceAccountToken: ptr.To(true),
+		Containers: []corev1.Container{{Name: "w", Image: "i", Resources: corev1.ResourceRequirements{Limits: limits}}}}
+	ps = desiredWorkerDeployment(q, WorkerOptions{Image: "i"}, nil).Spec.Template.Spec
+	if diff := cmp.Diff(map[string]any{"automount": ptr.To(true), "resources": corev1.ResourceRequirements{Limits: limits}}, map[string]any{
+		"automount": ps.AutomountServiceAccountToken, "resources": ps.Containers[0].Resources}); diff != "" {
+		t.Errorf("user's choices (-want +got):\n%s", diff)
+	}
+}
+
+func TestOverriddenEnv(t *testing.T) {
+	cred := &redisCredential{Secret: RedisUserSecret, Digest: "d"}
+	withEnv := func(env ...corev1.EnvVar) *dtqv1alpha1.Queue {
+		q := testutil.MakeQueue("q", "ns").Obj()
+		q.Spec.WorkerTemplate.Spec.Containers = []corev1.Container{{Name: "w", Env: env}}
+		return q
+	}
+	for name, tc := range map[string]struct {
+		q    *dtqv1alpha1.Queue
+		cred *redisCredential
+		want []string
+	}{
+		"no template":              {q: testutil.MakeQueue("q", "ns").Obj()},
+		"same values":              {q: withEnv(corev1.EnvVar{Name: "DTQ_QUEUE_NAMESPACE", Value: "ns"}, corev1.EnvVar{Name: "DTQ_QUEUE_NAME", Value: "q"})},
+		"another namespace":        {q: withEnv(corev1.EnvVar{Name: "DTQ_QUEUE_NAMESPACE", Value: "b"}), want: []string{"DTQ_QUEUE_NAMESPACE"}},
+		"another queue, twice":     {q: withEnv(corev1.EnvVar{Name: "DTQ_QUEUE_NAME", Value: "x"}, corev1.EnvVar{Name: "DTQ_QUEUE_NAME", Value: "y"}), want: []string{"DTQ_QUEUE_NAME"}},
+		"credential, isolated":     {q: withEnv(corev1.EnvVar{Name: "DTQ_REDIS_USERNAME", Value: "default"}), cred: cred, want: []string{"DTQ_REDIS_USERNAME"}},
+		"credential, shared":       {q: withEnv(corev1.EnvVar{Name: "DTQ_REDIS_USERNAME", Value: "default"})},
+		"unreserved is the user's": {q: withEnv(corev1.EnvVar{Name: "DTQ_WORKER_CONCURRENCY", Value: "9"})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, overriddenEnv(tc.q, tc.cred)); diff != "" {
+				t.Errorf("overriddenEnv (-want +got):\n%s", diff)
+			}
 		})
 	}
 }
 
 func TestTemplateHashIgnoresReplicas(t *testing.T) {
 	q := testutil.MakeQueue("q", "ns").Obj()
-	a := desiredWorkerDeployment(q, WorkerOptions{Image: "i"})
-	b := desiredWorkerDeployment(q, WorkerOptions{Image: "i"})
+	a := desiredWorkerDeployment(q, WorkerOptions{Image: "i"}, nil)
+	b := desiredWorkerDeployment(q, WorkerOptions{Image: "i"}, nil)
 	b.Spec.Replicas = ptr.To(int32(7))
 	if specHash(a.Spec) != specHash(b.Spec) {
 		t.Error("hash changed with replicas")
 	}
-	c := desiredWorkerDeployment(q, WorkerOptions{Image: "other"})
+	c := desiredWorkerDeployment(q, WorkerOptions{Image: "other"}, nil)
 	if a.Annotations[AnnotationTemplateHash] == c.Annotations[AnnotationTemplateHash] {
 		t.Error("hash did not change with the image")
 	}

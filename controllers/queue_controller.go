@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,12 +32,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
@@ -45,10 +45,14 @@ import (
 
 // QueueReconciler sets a Queue up in Redis, applies pause/resume, owns and
 // autoscales its worker Deployment and reports depth and workers in status.
-// It only reads the Deployment's status (ready replicas) and writes its spec.
+// It writes the Deployment with server-side apply (queue_workers.go) and only
+// reads its status (ready replicas).
 type QueueReconciler struct {
 	client.Client
-	Scheme   *runtime.Scheme
+	// APIReader reads what the cache does not hold (a Deployment without the
+	// Queue label).
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
 	Engine   Engine
 	Clock    clock.Clock
 	Recorder events.EventRecorder
@@ -58,6 +62,7 @@ type QueueReconciler struct {
 // +kubebuilder:rbac:groups=dtq.dev,resources=queues,verbs=get;list;watch
 // +kubebuilder:rbac:groups=dtq.dev,resources=queues/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings the Queue's Redis setup and worker Deployment to its spec.
@@ -102,9 +107,27 @@ func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (
 		r.setCondition(next, q, dtqv1alpha1.QueuePaused, metav1.ConditionFalse, dtqv1alpha1.ReasonActive, "Workers take tasks")
 	}
 
-	dep, scale, err := r.reconcileWorkers(ctx, q, stats, now)
+	cred, ok := r.redisIsolation(ctx, q, next)
+	if !ok {
+		r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonRedisUserPending,
+			"Waiting for the namespace's Redis user (Secret "+RedisUserSecret+"); workers are created once it exists")
+		return ctrl.Result{}, r.writeStatus(ctx, q, next)
+	}
+	if names := overriddenEnv(q, cred); len(names) > 0 {
+		r.setCondition(next, q, dtqv1alpha1.QueueWorkerEnvOverridden, metav1.ConditionTrue, dtqv1alpha1.ReasonEnvOverridden,
+			fmt.Sprintf("workerTemplate sets %s; the operator replaced them with this Queue's own values", strings.Join(names, ", ")))
+	} else {
+		r.setCondition(next, q, dtqv1alpha1.QueueWorkerEnvOverridden, metav1.ConditionFalse, dtqv1alpha1.ReasonEnvAsSpecified,
+			"workerTemplate sets none of the variables the operator owns")
+	}
+
+	dep, scale, err := r.reconcileWorkers(ctx, q, stats, now, cred)
 	if err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		switch {
+		case errors.Is(err, errDeploymentConflict):
+			r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonDeploymentConflict, err.Error())
+			return ctrl.Result{RequeueAfter: conflictRecheck}, r.writeStatus(ctx, q, next)
+		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 			r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonDeploymentRejected, err.Error())
 			return ctrl.Result{}, r.writeStatus(ctx, q, next)
 		}
@@ -174,63 +197,6 @@ func (r *QueueReconciler) setUpRedis(ctx context.Context, q *dtqv1alpha1.Queue, 
 	return stats, nil
 }
 
-// reconcileWorkers creates or updates the worker Deployment with the
-// autoscaler's replica count.
-func (r *QueueReconciler) reconcileWorkers(ctx context.Context, q *dtqv1alpha1.Queue, stats broker.QueueStats, now time.Time) (*appsv1.Deployment, scaleDecision, error) {
-	desired := desiredWorkerDeployment(q, r.Workers)
-	if err := controllerutil.SetControllerReference(q, desired, r.Scheme); err != nil {
-		return nil, scaleDecision{}, fmt.Errorf("set owner of worker deployment: %w", err)
-	}
-	cur := &appsv1.Deployment{}
-	err := r.Get(ctx, client.ObjectKeyFromObject(desired), cur)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, scaleDecision{}, fmt.Errorf("get worker deployment: %w", err)
-	}
-	exists := err == nil
-
-	current := int32(0)
-	if exists && cur.Spec.Replicas != nil {
-		current = *cur.Spec.Replicas
-	}
-	var since *time.Time
-	if q.Status.ScaleDownSince != nil {
-		since = &q.Status.ScaleDownSince.Time
-	}
-	scale := decideScale(q.Spec.Scaling, stats, current, since, now)
-	desired.Spec.Replicas = ptr.To(scale.Replicas)
-
-	log := ctrl.LoggerFrom(ctx)
-	if !exists {
-		if err := r.Create(ctx, desired); err != nil {
-			return nil, scale, fmt.Errorf("create worker deployment: %w", err)
-		}
-		log.Info("Created worker Deployment", "deployment", desired.Name, "replicas", scale.Replicas)
-		return desired, scale, nil
-	}
-	if cur.Annotations[AnnotationTemplateHash] == desired.Annotations[AnnotationTemplateHash] && current == scale.Replicas {
-		return cur, scale, nil
-	}
-	upd := cur.DeepCopy()
-	upd.Labels = mergeLabels(upd.Labels, desired.Labels)
-	if upd.Annotations == nil {
-		upd.Annotations = map[string]string{}
-	}
-	upd.Annotations[AnnotationTemplateHash] = desired.Annotations[AnnotationTemplateHash]
-	upd.OwnerReferences = desired.OwnerReferences
-	upd.Spec = desired.Spec
-	if err := r.Update(ctx, upd); err != nil {
-		return nil, scale, fmt.Errorf("update worker deployment: %w", err)
-	}
-	if current != scale.Replicas {
-		log.Info("Scaled workers", "from", current, "to", scale.Replicas, "queued", stats.Queued, "inFlight", stats.InFlight)
-		if r.Recorder != nil {
-			r.Recorder.Eventf(q, upd, corev1.EventTypeNormal, EventReasonScaled, "Scale",
-				"Scaled workers from %d to %d (queued %d, in flight %d)", current, scale.Replicas, stats.Queued, stats.InFlight)
-		}
-	}
-	return upd, scale, nil
-}
-
 func (r *QueueReconciler) setCondition(st *dtqv1alpha1.QueueStatus, q *dtqv1alpha1.Queue, typ string, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: q.Generation,
@@ -250,13 +216,29 @@ func (r *QueueReconciler) writeStatus(ctx context.Context, q *dtqv1alpha1.Queue,
 	return nil
 }
 
-// SetupWithManager watches Queues, their Deployments (ready replicas) and the
-// status syncer's channel (a task arrived: scale up now).
+// SetupWithManager watches Queues, their Deployments (ready replicas), the
+// namespaces' Redis user Secrets and the status syncer's channel (a task
+// arrived: scale up now).
 func (r *QueueReconciler) SetupWithManager(mgr ctrl.Manager, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Queue]) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("queue").
 		For(&dtqv1alpha1.Queue{}).
 		Owns(&appsv1.Deployment{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.queuesOfNamespace)).
 		WatchesRawSource(source.Channel(syncer, &handler.TypedEnqueueRequestForObject[*dtqv1alpha1.Queue]{})).
 		Complete(r)
+}
+
+// queuesOfNamespace maps an object to the Queues of its namespace.
+func (r *QueueReconciler) queuesOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var list dtqv1alpha1.QueueList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List Queues of a namespace", "namespace", o.GetNamespace())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
 }

@@ -4,16 +4,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/pkg/redisconn"
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
@@ -23,8 +27,13 @@ const (
 	// AnnotationTemplateHash is the hash of the desired Deployment spec
 	// (replicas excluded); the controller updates the Deployment when it changes.
 	AnnotationTemplateHash = "dtq.dev/template-hash"
-	workerContainerName    = "worker"
-	workerMetricsPort      = 8080
+	// AnnotationRedisCredential, on the pod template, is a digest of the
+	// namespace's Redis password: a new password rolls the workers.
+	AnnotationRedisCredential = "dtq.dev/redis-credential"
+	// FieldOwner is the field manager of the operator's server-side applies.
+	FieldOwner          = "dtq-operator"
+	workerContainerName = "worker"
+	workerMetricsPort   = 8080
 	// drainMargin is added to the drain timeout for the pod's grace period.
 	drainMargin = 15 * time.Second
 )
@@ -39,6 +48,23 @@ type WorkerOptions struct {
 	// secretKeyRef instead of a plain value.
 	RedisSecretName string
 	RedisSecretKey  string
+	// Isolation gives each namespace's workers a Redis ACL user of their own
+	// (see redis_users.go); off, workers share the URL's identity.
+	Isolation bool
+}
+
+// redisCredential is the namespace's Redis user that workers log in as: the
+// Secret holding it and a digest of its password.
+type redisCredential struct {
+	Secret string
+	Digest string
+}
+
+// defaultWorkerRequests are the resource requests of worker containers that
+// set no resources at all, so the scheduler and quotas see them.
+var defaultWorkerRequests = corev1.ResourceList{
+	corev1.ResourceCPU:    resource.MustParse("100m"),
+	corev1.ResourceMemory: resource.MustParse("128Mi"),
 }
 
 // workerDeploymentName is the name of a Queue's worker Deployment.
@@ -47,9 +73,12 @@ func workerDeploymentName(q *dtqv1alpha1.Queue) string { return q.Name + "-worke
 // desiredWorkerDeployment builds a Queue's worker Deployment from its pod
 // template: the reference worker image when the template has no containers,
 // the worker SDK's DTQ_* environment injected into the first container, and
-// a restricted-profile security context wherever the user set none. Fields the
-// user set are kept. Replicas and the owner reference are the controller's.
-func desiredWorkerDeployment(q *dtqv1alpha1.Queue, opts WorkerOptions) *appsv1.Deployment {
+// a restricted-profile security context, no service account token and
+// resource requests wherever the user set none. Fields the user set are kept,
+// except the variables the operator owns (reservedEnv). cred is the
+// namespace's Redis user, nil without isolation. Replicas and the owner
+// reference are the controller's.
+func desiredWorkerDeployment(q *dtqv1alpha1.Queue, opts WorkerOptions, cred *redisCredential) *appsv1.Deployment {
 	labels := map[string]string{LabelQueue: q.Name}
 	tpl := *q.Spec.WorkerTemplate.DeepCopy()
 	tpl.Labels = mergeLabels(tpl.Labels, labels)
@@ -62,7 +91,10 @@ func desiredWorkerDeployment(q *dtqv1alpha1.Queue, opts WorkerOptions) *appsv1.D
 		drain = worker.DefaultDrainTimeout
 	}
 	c := &ps.Containers[0]
-	c.Env = mergeEnv(c.Env, workerEnv(q, opts, drain))
+	c.Env = mergeEnv(c.Env, reservedEnv(q, cred), workerEnv(q, opts, drain))
+	if cred != nil {
+		tpl.Annotations = mergeLabels(tpl.Annotations, map[string]string{AnnotationRedisCredential: cred.Digest})
+	}
 	if len(c.Ports) == 0 {
 		c.Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: workerMetricsPort, Protocol: corev1.ProtocolTCP}}
 	}
@@ -80,9 +112,17 @@ func desiredWorkerDeployment(q *dtqv1alpha1.Queue, opts WorkerOptions) *appsv1.D
 		}
 	}
 	for i := range ps.Containers {
-		if ps.Containers[i].SecurityContext == nil {
-			ps.Containers[i].SecurityContext = restrictedContainerSecurityContext()
+		ci := &ps.Containers[i]
+		if ci.SecurityContext == nil {
+			ci.SecurityContext = restrictedContainerSecurityContext()
 		}
+		if len(ci.Resources.Requests) == 0 && len(ci.Resources.Limits) == 0 {
+			ci.Resources.Requests = defaultWorkerRequests.DeepCopy()
+		}
+	}
+	if ps.AutomountServiceAccountToken == nil {
+		// Workers talk to Redis, not to the API server.
+		ps.AutomountServiceAccountToken = ptr.To(false)
 	}
 	if ps.SecurityContext == nil {
 		ps.SecurityContext = &corev1.PodSecurityContext{
@@ -118,6 +158,28 @@ func desiredWorkerDeployment(q *dtqv1alpha1.Queue, opts WorkerOptions) *appsv1.D
 	return d
 }
 
+// reservedEnv is the environment the operator owns: the queue's identity
+// and, with isolation, the namespace's Redis user. It replaces any value the
+// user's template sets, so a worker never serves another namespace's queue.
+func reservedEnv(q *dtqv1alpha1.Queue, cred *redisCredential) []corev1.EnvVar {
+	env := []corev1.EnvVar{
+		{Name: worker.EnvQueueNamespace, Value: q.Namespace},
+		{Name: worker.EnvQueueName, Value: q.Name},
+	}
+	if cred != nil {
+		ref := func(key string) *corev1.EnvVarSource {
+			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: cred.Secret}, Key: key}}
+		}
+		env = append(env,
+			corev1.EnvVar{Name: redisconn.EnvUsername, ValueFrom: ref(corev1.BasicAuthUsernameKey)},
+			corev1.EnvVar{Name: redisconn.EnvPassword, ValueFrom: ref(corev1.BasicAuthPasswordKey)})
+	}
+	return env
+}
+
+// workerEnv is the environment the operator injects unless the user's
+// template sets it.
 func workerEnv(q *dtqv1alpha1.Queue, opts WorkerOptions, drain time.Duration) []corev1.EnvVar {
 	redisURL := corev1.EnvVar{Name: worker.EnvRedisURL, Value: opts.RedisURL}
 	if opts.RedisSecretName != "" {
@@ -140,8 +202,6 @@ func workerEnv(q *dtqv1alpha1.Queue, opts WorkerOptions, drain time.Duration) []
 	}
 	return []corev1.EnvVar{
 		redisURL,
-		{Name: worker.EnvQueueNamespace, Value: q.Namespace},
-		{Name: worker.EnvQueueName, Value: q.Name},
 		{Name: worker.EnvConcurrency, Value: strconv.Itoa(int(concurrency))},
 		{Name: worker.EnvVisibilityTimeout, Value: dur(q.Spec.VisibilityTimeout.Duration, worker.DefaultVisibilityTimeout)},
 		{Name: worker.EnvHeartbeatInterval, Value: dur(q.Spec.HeartbeatInterval.Duration, worker.DefaultHeartbeatInterval)},
@@ -151,16 +211,49 @@ func workerEnv(q *dtqv1alpha1.Queue, opts WorkerOptions, drain time.Duration) []
 	}
 }
 
-// mergeEnv appends the injected variables the user did not set.
-func mergeEnv(user, injected []corev1.EnvVar) []corev1.EnvVar {
+// mergeEnv returns the user's variables with the reserved ones replaced in
+// place (or appended), then the injected ones the user did not set.
+func mergeEnv(user, reserved, injected []corev1.EnvVar) []corev1.EnvVar {
+	res := map[string]corev1.EnvVar{}
+	for _, e := range reserved {
+		res[e.Name] = e
+	}
 	set := map[string]bool{}
+	out := make([]corev1.EnvVar, 0, len(user)+len(reserved)+len(injected))
 	for _, e := range user {
+		if r, ok := res[e.Name]; ok {
+			if set[e.Name] {
+				continue
+			}
+			e = r
+		}
+		out = append(out, e)
 		set[e.Name] = true
 	}
-	out := append([]corev1.EnvVar(nil), user...)
-	for _, e := range injected {
+	for _, e := range append(append([]corev1.EnvVar(nil), reserved...), injected...) {
 		if !set[e.Name] {
 			out = append(out, e)
+			set[e.Name] = true
+		}
+	}
+	return out
+}
+
+// overriddenEnv names the reserved variables the Queue's template sets to
+// something else than the operator's value.
+func overriddenEnv(q *dtqv1alpha1.Queue, cred *redisCredential) []string {
+	cs := q.Spec.WorkerTemplate.Spec.Containers
+	if len(cs) == 0 {
+		return nil
+	}
+	res := map[string]corev1.EnvVar{}
+	for _, e := range reservedEnv(q, cred) {
+		res[e.Name] = e
+	}
+	var out []string
+	for _, e := range cs[0].Env {
+		if r, ok := res[e.Name]; ok && !equality.Semantic.DeepEqual(e, r) && !slices.Contains(out, e.Name) {
+			out = append(out, e.Name)
 		}
 	}
 	return out

@@ -22,8 +22,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
@@ -78,6 +84,11 @@ type Options struct {
 	RoutineTaskEvents bool
 	// TaskConcurrency is how many Tasks are reconciled at once.
 	TaskConcurrency int
+	// RedisUsers replaces the namespace users' manager built on rdb (tests);
+	// used when Workers.Isolation is on.
+	RedisUsers RedisUsers
+	// RedisUserResync is how often each namespace's Redis user is checked.
+	RedisUserResync time.Duration
 }
 
 func (o Options) withDefaults(rdb redis.UniversalClient) Options {
@@ -99,12 +110,42 @@ func (o Options) withDefaults(rdb redis.UniversalClient) Options {
 	if o.ResyncPeriod == 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
 	}
+	if o.RedisUsers == nil {
+		o.RedisUsers = broker.NewACL(rdb)
+	}
+	if o.RedisUserResync == 0 {
+		o.RedisUserResync = DefaultRedisUserResync
+	}
 	return o
 }
 
+// CacheOptions are the manager's cache settings the controllers are built
+// for: Tasks without their payload (task_payload.go), only the Deployments
+// carrying the Queue label and only the Secrets the operator manages, and no
+// managedFields on any object. cmd/manager passes them to ctrl.NewManager.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&dtqv1alpha1.Task{}:  {Transform: stripTask},
+			&appsv1.Deployment{}: {Label: labels.NewSelector().Add(hasLabel(LabelQueue))},
+			&corev1.Secret{}:     {Label: labels.SelectorFromSet(labels.Set{LabelRedisUser: "true"})},
+		},
+	}
+}
+
+func hasLabel(key string) labels.Requirement {
+	r, err := labels.NewRequirement(key, selection.Exists, nil)
+	if err != nil {
+		panic(err) // key is a constant
+	}
+	return *r
+}
+
 // Setup registers the dtq controllers and runnables with mgr: the Queue and
-// Task reconcilers, and the leader-elected per-queue loops (status syncer and
-// delay/retry scheduler). rdb is the queues' Redis.
+// Task reconcilers, the namespaces' Redis users (with Workers.Isolation), and
+// the leader-elected per-queue loops (status syncer and delay/retry
+// scheduler). rdb is the queues' Redis. mgr's cache must use CacheOptions.
 func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 	opts = opts.withDefaults(rdb)
 	if err := setupIndexes(context.Background(), mgr); err != nil {
@@ -115,18 +156,26 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 	queueEvents := make(chan event.TypedGenericEvent[*dtqv1alpha1.Queue], 256)
 
 	tr := &TaskReconciler{
-		Client: mgr.GetClient(), Engine: opts.Engine, Clock: opts.Clock, Recorder: recorder,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: opts.Engine, Clock: opts.Clock, Recorder: recorder,
 		CoalesceWindow: opts.CoalesceWindow, RoutineEvents: opts.RoutineTaskEvents, tombstones: newTombstones(),
 	}
 	if err := tr.SetupWithManager(mgr, opts.TaskConcurrency, taskEvents); err != nil {
 		return fmt.Errorf("set up task controller: %w", err)
 	}
 	qr := &QueueReconciler{
-		Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Engine: opts.Engine, Clock: opts.Clock,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Engine: opts.Engine, Clock: opts.Clock,
 		Recorder: recorder, Workers: opts.Workers,
 	}
 	if err := qr.SetupWithManager(mgr, queueEvents); err != nil {
 		return fmt.Errorf("set up queue controller: %w", err)
+	}
+	if opts.Workers.Isolation {
+		ur := &RedisUserReconciler{
+			Client: mgr.GetClient(), Users: opts.RedisUsers, Clock: opts.Clock, Recorder: recorder, Resync: opts.RedisUserResync,
+		}
+		if err := ur.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up redis user controller: %w", err)
+		}
 	}
 	loops := &queueLoops{
 		client: mgr.GetClient(), engine: opts.Engine, clock: opts.Clock,

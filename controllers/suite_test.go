@@ -67,6 +67,8 @@ var (
 	// stopManager stops the manager the suite runs; tests that restart the
 	// manager replace it.
 	stopManager func()
+	// managerCache is the running manager's cache.
+	managerCache client.Reader
 )
 
 func TestControllers(t *testing.T) {
@@ -118,18 +120,30 @@ var _ = AfterSuite(func() {
 	Expect(testEnv.Stop()).To(Succeed())
 })
 
-// startManager runs a manager with the dtq controllers, as cmd/manager does,
-// and returns a function that stops it and waits until it has stopped.
+// startManager runs a manager with the dtq controllers as cmd/manager does
+// by default (per-namespace Redis users on), and returns a function that
+// stops it and waits until it has stopped.
 func startManager(opts Options) func() {
+	opts.Workers.Isolation = true
+	return startManagerWith(opts)
+}
+
+// startManagerWith is startManager with opts.Workers.Isolation as given.
+func startManagerWith(opts Options) func() {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	opts.Workers.RedisURL = "redis://" + rdb.Options().Addr + "/0"
+	if opts.RedisUserResync == 0 {
+		opts.RedisUserResync = time.Second
+	}
 	Expect(Setup(mgr, rdb, opts)).To(Succeed())
+	managerCache = mgr.GetCache()
 	mctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

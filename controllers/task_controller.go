@@ -54,7 +54,9 @@ const (
 // costs no extra API writes for finalizer bookkeeping.
 type TaskReconciler struct {
 	client.Client
-	Engine   Engine
+	// APIReader reads the payload, which the cache does not hold (task_payload.go).
+	APIReader client.Reader
+	Engine    Engine
 	Clock    clock.Clock
 	Recorder events.EventRecorder
 	// CoalesceWindow delays the status write of a task that was just queued or
@@ -68,6 +70,10 @@ type TaskReconciler struct {
 	// may lag behind our own write, and comparing with it avoids writing the
 	// same status twice.
 	written sync.Map // types.UID -> *dtqv1alpha1.TaskStatus
+	// submitted is the task ID in Redis each Task this manager submitted
+	// follows (its own, or the original of a duplicate), so later syncs read
+	// it back instead of reading the payload again.
+	submitted sync.Map // types.UID -> string
 }
 
 // +kubebuilder:rbac:groups=dtq.dev,resources=tasks,verbs=get;list;watch;delete
@@ -115,7 +121,7 @@ func (r *TaskReconciler) reconcile(ctx context.Context, task *dtqv1alpha1.Task) 
 			fmt.Sprintf("Queue %q does not exist in namespace %q; the task is submitted when it appears", task.Spec.Queue, task.Namespace))
 	default:
 		var err error
-		if o, err = r.sync(ctx, task, next); err != nil {
+		if o, err = r.sync(ctx, task, prev, next); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -144,10 +150,11 @@ type outcome struct {
 	requeue time.Duration    // backpressure or a not-yet-ready queue
 }
 
-// sync submits the task (Submit with the UID as ID is also how an existing task
-// is read back, so a re-reconcile after a crash never ingests twice) and
-// computes the status from the engine's answer.
-func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, next *dtqv1alpha1.TaskStatus) (outcome, error) {
+// sync submits the task, or reads it back when it is already in Redis
+// (readBack), and computes the status from the engine's answer. Submit with
+// the UID as ID returns an existing task, so a re-reconcile after a crash
+// never ingests twice.
+func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, prev, next *dtqv1alpha1.TaskStatus) (outcome, error) {
 	q := queueRef(task)
 	if task.Spec.Cancel {
 		done, err := r.cancel(ctx, task, next)
@@ -155,10 +162,21 @@ func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, next 
 			return outcome{}, err
 		}
 	}
-	res, err := r.Engine.Submit(ctx, q, submitRequest(task))
+	if o, done, err := r.readBack(ctx, task, prev, next); done || err != nil {
+		return o, err
+	}
+	req := submitRequest(task)
+	if err := r.loadPayload(ctx, task, &req); err != nil {
+		if errors.Is(err, errTaskGone) {
+			return outcome{}, nil
+		}
+		return outcome{}, err
+	}
+	res, err := r.Engine.Submit(ctx, q, req)
 	switch {
 	case err == nil:
 		dup := res.Task.ID != string(task.UID)
+		r.submitted.Store(task.UID, res.Task.ID)
 		applyTaskInfo(next, task, res.Task, dup)
 		r.setSubmitted(next, task, res.Task, dup)
 		return outcome{info: &res.Task}, nil
@@ -172,12 +190,12 @@ func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, next 
 		if gerr != nil { // the original vanished between the two calls: retry
 			return outcome{requeue: queueNotReadyRetry}, nil
 		}
+		r.submitted.Store(task.UID, e.TaskID)
 		applyTaskInfo(next, task, info, true)
 		if info.State.Terminal() { // it finished between the two calls: a replay
 			r.setSubmitted(next, task, info, true)
 		} else {
-			r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonIdempotencyInProgress,
-				fmt.Sprintf("Task %s owns idempotency key %q and is in progress; this Task mirrors it", e.TaskID, task.Spec.IdempotencyKey))
+			r.setMirroring(next, task, e.TaskID)
 		}
 		return outcome{info: &info}, nil
 	case errors.Is(err, broker.ErrQueueNotFound):
@@ -248,6 +266,12 @@ func (r *TaskReconciler) setSubmitted(next *dtqv1alpha1.TaskStatus, task *dtqv1a
 		}
 		r.setCondition(next, task, dtqv1alpha1.TaskComplete, metav1.ConditionTrue, string(info.State), msg)
 	}
+}
+
+// setMirroring says the Task mirrors the in-progress task id owning its key.
+func (r *TaskReconciler) setMirroring(next *dtqv1alpha1.TaskStatus, task *dtqv1alpha1.Task, id string) {
+	r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonIdempotencyInProgress,
+		fmt.Sprintf("Task %s owns idempotency key %q and is in progress; this Task mirrors it", id, task.Spec.IdempotencyKey))
 }
 
 func (r *TaskReconciler) setCondition(st *dtqv1alpha1.TaskStatus, task *dtqv1alpha1.Task, typ string, status metav1.ConditionStatus, reason, msg string) {
@@ -391,6 +415,7 @@ func (r *TaskReconciler) taskHandler() handler.EventHandler {
 			}
 			st := r.lastStatus(t)
 			r.written.Delete(t.UID)
+			r.submitted.Delete(t.UID)
 			if st.State.Finished() {
 				return
 			}

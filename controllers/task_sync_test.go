@@ -21,7 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
@@ -45,11 +47,16 @@ func (e raceEngine) GetTask(context.Context, broker.QueueRef, string) (broker.Ta
 
 func TestSyncMirrorOfOriginalThatJustFinished(t *testing.T) {
 	original := broker.TaskInfo{ID: "orig", State: broker.StateSucceeded, Attempt: 1, Result: []byte(`{"ok":true}`)}
-	r := &TaskReconciler{Engine: raceEngine{original: original}, Clock: clocktesting.NewFakeClock(time.Now())}
 	task := testutil.MakeTask("second", "ns").Key("k").Obj()
 	task.UID = "second-uid"
+	s := runtime.NewScheme()
+	if err := dtqv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	r := &TaskReconciler{Engine: raceEngine{original: original}, Clock: clocktesting.NewFakeClock(time.Now()),
+		APIReader: fake.NewClientBuilder().WithScheme(s).WithObjects(task.DeepCopy()).Build()}
 	next := &dtqv1alpha1.TaskStatus{}
-	if _, err := r.sync(context.Background(), task, next); err != nil {
+	if _, err := r.sync(context.Background(), task, &dtqv1alpha1.TaskStatus{}, next); err != nil {
 		t.Fatal(err)
 	}
 	want := dtqv1alpha1.TaskIdempotency{Key: "k", State: dtqv1alpha1.IdempotencyCompleted, TaskID: "orig", Duplicate: true}

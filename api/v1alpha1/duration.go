@@ -65,6 +65,9 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return metav1.Duration{Duration: d.Duration}.MarshalJSON()
 }
 
+// Equal reports whether d and o hold the same value (go-cmp uses it).
+func (d Duration) Equal(o Duration) bool { return d == o }
+
 // IsZero lets `omitzero` leave out an unset Duration.
 func (d Duration) IsZero() bool { return d.malformed == "" && d.Duration == 0 }
 

@@ -130,6 +130,14 @@ type QueueSpec struct {
 // desired = clamp(ceil((queued + inFlight) / targetBacklogPerWorker), minReplicas, maxReplicas).
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
 type QueueScaling struct {
+	// mode says who sets the worker Deployment's replica count: Backlog (the
+	// operator, from the backlog and the fields below) or External (an HPA or
+	// another controller; the operator never writes spec.replicas, and the
+	// fields below are unused).
+	// +kubebuilder:default=Backlog
+	// +optional
+	Mode ScalingMode `json:"mode,omitempty"`
+
 	// minReplicas is the floor; 0 scales to zero when the queue is idle.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
@@ -158,6 +166,18 @@ type QueueScaling struct {
 	// +optional
 	ScaleDownStabilization Duration `json:"scaleDownStabilization,omitzero"`
 }
+
+// ScalingMode says who sets the worker count.
+// +kubebuilder:validation:Enum=Backlog;External
+type ScalingMode string
+
+// Scaling modes.
+const (
+	// ScalingBacklog: the operator scales workers from the backlog.
+	ScalingBacklog ScalingMode = "Backlog"
+	// ScalingExternal: an HPA or another controller owns the replica count.
+	ScalingExternal ScalingMode = "External"
+)
 
 // RetryPolicy is the exponential backoff of retryable failures:
 // delay = min(maxDelay, baseDelay * 2^(attempt-1)) * (1 ± jitterPercent/100).
@@ -215,6 +235,13 @@ const (
 	QueuePaused = "Paused"
 	// QueueWorkersAvailable is True when at least the desired number of workers is ready.
 	QueueWorkersAvailable = "WorkersAvailable"
+	// QueueRedisIsolated is True when the workers reach Redis as their
+	// namespace's own ACL user, which can touch only this namespace's keys.
+	QueueRedisIsolated = "RedisIsolated"
+	// QueueWorkerEnvOverridden is True when workerTemplate sets variables the
+	// operator owns (the queue's identity, the Redis credential); the
+	// operator's values replace them.
+	QueueWorkerEnvOverridden = "WorkerEnvOverridden"
 
 	ReasonQueueEnsured       = "QueueEnsured"
 	ReasonRedisUnavailable   = "RedisUnavailable"
@@ -227,9 +254,24 @@ const (
 	ReasonScaledToZero       = "ScaledToZero"
 )
 
+// Reasons of the ownership and isolation conditions.
+const (
+	// ReasonDeploymentConflict: a Deployment named <queue>-workers exists and
+	// this Queue does not control it; the operator leaves it untouched.
+	ReasonDeploymentConflict = "DeploymentConflict"
+	ReasonNamespaceUser      = "NamespaceUser"
+	ReasonIsolationDisabled  = "IsolationDisabled"
+	// ReasonRedisUserPending: the namespace's Redis user and its Secret are
+	// not there yet; workers are created once they are.
+	ReasonRedisUserPending = "RedisUserPending"
+	ReasonEnvOverridden    = "ReservedEnvOverridden"
+	ReasonEnvAsSpecified   = "AsSpecified"
+)
+
 // QueueStatus is the observed state of a Queue.
 type QueueStatus struct {
-	// conditions describe the queue: Ready, Paused, WorkersAvailable.
+	// conditions describe the queue: Ready, Paused, WorkersAvailable,
+	// RedisIsolated, WorkerEnvOverridden.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

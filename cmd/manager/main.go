@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -59,7 +60,7 @@ func main() {
 		workerImage, workerRedisURL      string
 		workerRedisSecret                string
 		leaderElect, secureMetrics       bool
-		routineEvents                    bool
+		routineEvents, isolation         bool
 		qps                              float64
 		burst                            int
 	)
@@ -74,7 +75,10 @@ func main() {
 	flag.StringVar(&workerImage, "worker-image", controllers.DefaultWorkerImage,
 		"Image of worker pods whose Queue's template has no containers.")
 	flag.StringVar(&workerRedisURL, "worker-redis-url", "",
-		"DTQ_REDIS_URL given to worker pods (default: --redis-url).")
+		"DTQ_REDIS_URL given to worker pods (default: --redis-url without its credentials); it must hold no password.")
+	flag.BoolVar(&isolation, "redis-isolation", true,
+		"Give each namespace's workers a Redis ACL user of their own, allowed only that namespace's keys (needs Redis 6+ and "+
+			"a manager Redis user allowed the ACL command). Off, workers share one identity and every Queue says so in its RedisIsolated condition.")
 	flag.StringVar(&workerRedisSecret, "worker-redis-secret", "",
 		"<secret>/<key> in each Queue's namespace holding the workers' Redis URL; overrides --worker-redis-url.")
 	flag.BoolVar(&routineEvents, "routine-task-events", false,
@@ -107,6 +111,7 @@ func main() {
 	restCfg.QPS, restCfg.Burst = float32(qps), burst
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        scheme,
+		Cache:                         controllers.CacheOptions(),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        probeAddr,
 		LeaderElection:                leaderElect,
@@ -117,9 +122,13 @@ func main() {
 		setupLog.Error(err, "Failed to create manager")
 		os.Exit(1)
 	}
-	workers := controllers.WorkerOptions{Image: workerImage, RedisURL: workerRedisURL}
+	workers := controllers.WorkerOptions{Image: workerImage, RedisURL: workerRedisURL, Isolation: isolation}
 	if workers.RedisURL == "" {
-		workers.RedisURL = redisURL
+		workers.RedisURL = withoutCredentials(redisURL)
+	} else if hasPassword(workers.RedisURL) {
+		setupLog.Error(nil, "--worker-redis-url holds a password, which would be readable in every worker Deployment; "+
+			"use --worker-redis-secret, or the per-namespace users of --redis-isolation")
+		os.Exit(1)
 	}
 	if workerRedisSecret != "" {
 		name, key, ok := strings.Cut(workerRedisSecret, "/")
@@ -163,6 +172,26 @@ func connectRedis(conn redisconn.Config) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("ping Redis: %w", err)
 	}
 	return rdb, nil
+}
+
+// withoutCredentials drops the user and password of a Redis URL: worker pods
+// get credentials from a Secret, never inside a URL in their spec.
+func withoutCredentials(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
+}
+
+func hasPassword(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return false
+	}
+	_, ok := u.User.Password()
+	return ok
 }
 
 func envOr(key, def string) string {

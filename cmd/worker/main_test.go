@@ -152,7 +152,7 @@ func TestCrashRedeliveryAfterSIGKILL(t *testing.T) {
 	waitState(t, rdb, o, counterID, 20*time.Second, running)
 	// The counter's increment happens inside IdempotentOperation before the hold.
 	deadline := time.Now().Add(10 * time.Second)
-	for n, _ := rdb.Get(context.Background(), demo.CounterKeyPrefix+"crash").Int(); n != 1; n, _ = rdb.Get(context.Background(), demo.CounterKeyPrefix+"crash").Int() {
+	for n, _ := rdb.Get(context.Background(), demo.CounterKey(o.Namespace, "crash")).Int(); n != 1; n, _ = rdb.Get(context.Background(), demo.CounterKey(o.Namespace, "crash")).Int() {
 		if time.Now().After(deadline) {
 			t.Fatalf("counter never reached 1 (%d)", n)
 		}
@@ -181,7 +181,7 @@ func TestCrashRedeliveryAfterSIGKILL(t *testing.T) {
 			t.Fatalf("record %s after redelivery: %+v %v", k, rec, err)
 		}
 	}
-	if n, _ := rdb.Get(context.Background(), demo.CounterKeyPrefix+"crash").Int(); n != 1 {
+	if n, _ := rdb.Get(context.Background(), demo.CounterKey(o.Namespace, "crash")).Int(); n != 1 {
 		t.Fatalf("counter = %d after the crash redelivery, want 1", n)
 	}
 	if res := string(getTask(t, rdb, o, counterID).Result); res != `{"ran":false,"value":1}` {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,8 +27,13 @@ const (
 	Crash   = "crash"
 )
 
-// CounterKeyPrefix prefixes the counters the counter handler increments.
-const CounterKeyPrefix = "dtq:example:counter:"
+// CounterKey is the key of the counter name that the counter handler
+// increments for tasks of namespace: a key of the namespace's own (see
+// worker.AppKeyPrefix), so it works under the namespace's Redis user. The
+// hash tag keeps the counter and its markers in one cluster slot.
+func CounterKey(namespace, name string) string {
+	return worker.AppKeyPrefix(namespace) + "counter:{" + name + "}"
+}
 
 // CounterOpTTL is how long the counter handler's IdempotentOperation record lives.
 const CounterOpTTL = 24 * time.Hour
@@ -104,12 +110,12 @@ func Register(mux *worker.Mux, rdb redis.UniversalClient) {
 		// increment is itself idempotent (docs/worker.md, rule 5), because
 		// Redis can die after applying it and before replying, and the
 		// client's retry or the task's retry would then count it twice.
-		op := "dtq:example:counter-op:" + t.Queue + ":" + key
-		ran, v, err := worker.IdempotentOperation(ctx, rdb, op, CounterOpTTL,
+		ns, queue, _ := strings.Cut(t.Queue, "/")
+		op := "counter-op:" + queue + ":" + key
+		ran, v, err := worker.IdempotentOperation(ctx, rdb, t.AppKey(op), CounterOpTTL,
 			func(ctx context.Context) (int64, error) {
-				counter := CounterKeyPrefix + p.Name
-				// The marker's hash tag puts it in the counter's cluster slot.
-				return incrOnce.Run(ctx, rdb, []string{counter, "{" + counter + "}:applied:" + op}, CounterOpTTL.Milliseconds()).Int64()
+				counter := CounterKey(ns, p.Name)
+				return incrOnce.Run(ctx, rdb, []string{counter, counter + ":applied:" + op}, CounterOpTTL.Milliseconds()).Int64()
 			})
 		if err != nil {
 			return nil, err // connection errors are retried by the server

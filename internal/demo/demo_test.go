@@ -22,10 +22,10 @@ func TestCounterIncrementIsIdempotent(t *testing.T) {
 		if _, err := mux.ProcessTask(ctx, task); err != nil {
 			t.Fatal(err)
 		}
-		if err := rdb.Del(ctx, "dtq:example:counter-op:ns/q:k").Err(); err != nil { // as if never stored
+		if err := rdb.Del(ctx, task.AppKey("counter-op:q:k")).Err(); err != nil { // as if never stored
 			t.Fatal(err)
 		}
-		if n, _ := rdb.Get(ctx, CounterKeyPrefix+"x").Int(); n != 1 {
+		if n, _ := rdb.Get(ctx, CounterKey("ns", "x")).Int(); n != 1 {
 			t.Fatalf("run %d: counter %d, want 1", run+1, n)
 		}
 	}

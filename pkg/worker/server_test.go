@@ -113,7 +113,7 @@ func TestDuplicateKeyRunsOnce(t *testing.T) {
 		t.Fatalf("state %s err %q", st.State, st.LastError)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if n, _ := rdb.Get(context.Background(), demo.CounterKeyPrefix+"dup").Int(); n != 1 {
+	if n, _ := rdb.Get(context.Background(), demo.CounterKey(h.Options().Namespace, "dup")).Int(); n != 1 {
 		t.Fatalf("counter = %d, want 1", n)
 	}
 }

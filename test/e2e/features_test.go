@@ -109,7 +109,7 @@ func testDuplicateKey(t *testing.T) {
 	if !strings.Contains(first.Status.Result, `"value":1`) {
 		t.Errorf("first: result %q, want value 1", first.Status.Result)
 	}
-	if n := counter(t, "e2e-dup-order-7"); n != 1 {
+	if n := counter(t, ns, "e2e-dup-order-7"); n != 1 {
 		t.Errorf("counter = %d, want 1 (one execution)", n)
 	}
 }
@@ -174,7 +174,7 @@ func testGitOpsReapply(t *testing.T) {
 		}
 	}
 	for i := 1; i <= 3; i++ {
-		if n := counter(t, fmt.Sprintf("e2e-gitops-invoice-%d", i)); n != 1 {
+		if n := counter(t, ns, fmt.Sprintf("e2e-gitops-invoice-%d", i)); n != 1 {
 			t.Errorf("counter invoice-%d = %d, want 1", i, n)
 		}
 	}

@@ -158,10 +158,10 @@ func poll(ctx context.Context, timeout time.Duration, f func() error) error {
 	}
 }
 
-// counter reads the counter handler's counter name (0 when it never ran).
-func counter(t *testing.T, name string) int64 {
+// counter reads the counter handler's counter name of namespace ns (0 when it never ran).
+func counter(t *testing.T, ns, name string) int64 {
 	t.Helper()
-	v, err := rdb.Get(t.Context(), demo.CounterKeyPrefix+name).Int64()
+	v, err := rdb.Get(t.Context(), demo.CounterKey(ns, name)).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func TestRestartsMidBurst(t *testing.T) {
 	for i := range n {
 		task := got[name(i)]
 		st := task.Status
-		runs := counter(t, "e2e-"+name(i))
+		runs := counter(t, ns, "e2e-"+name(i))
 		switch {
 		case st.State != dtqv1alpha1.TaskSucceeded || runs == 0:
 			lost = append(lost, fmt.Sprintf("%s (counter %d)", describe(task), runs))
