@@ -3,6 +3,9 @@
 // Queue controller injects (docs/worker.md). It exits 0 after a graceful drain
 // on SIGTERM or SIGINT.
 //
+// DTQ_METRICS_AUTH=kubernetes guards /metrics with Kubernetes authentication
+// (package metricsauth).
+//
 // DTQ_DEMO_CRASH=true also registers the "crash" handler, which SIGKILLs the
 // process; it exists for crash tests only.
 package main
@@ -15,8 +18,11 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-logr/logr"
+
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/pkg/worker"
+	"github.com/dtq-dev/dtq/pkg/worker/metricsauth"
 )
 
 // usage is printed by --help; the worker has no flags, only the environment.
@@ -50,6 +56,9 @@ func main() {
 func run() error {
 	cfg, err := worker.ConfigFromEnv()
 	if err != nil {
+		return err
+	}
+	if cfg.MetricsMiddleware, err = metricsauth.FromEnv(logr.FromSlogHandler(cfg.Logger.Handler())); err != nil {
 		return err
 	}
 	mux := worker.NewMux()

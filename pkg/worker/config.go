@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -61,6 +62,10 @@ type Config struct {
 
 	WorkerID    string // consumer name in the group; unique per process
 	MetricsAddr string // listen address of /metrics, /healthz and /readyz; "" or "0" disables
+	// MetricsMiddleware, when set, wraps the /metrics handler (not /healthz
+	// and /readyz, which the kubelet probes without credentials), e.g. the
+	// Kubernetes authentication of package metricsauth.
+	MetricsMiddleware func(http.Handler) (http.Handler, error)
 
 	Logger *slog.Logger // default slog.Default()
 }

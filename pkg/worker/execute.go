@@ -38,7 +38,7 @@ func (s *Server) process(e *execution) {
 		return
 	}
 	ti := sr.Task
-	lbl := []string{s.qname, ti.Type}
+	lbl := []string{s.qname, s.types.of(ti.Type)}
 	timeout := ti.Timeout
 	if timeout <= 0 {
 		timeout = s.defaultTimeout

@@ -136,7 +136,7 @@ func (s *Server) dispatchStarted(ss []broker.Started, n int) {
 func (s *Server) notRun(d broker.Delivery, sr broker.StartResult) {
 	s.log.Debug("entry not run", "task_id", d.TaskID, "message_id", d.MessageID, "reason", sr.Reason, "state", string(sr.Task.State))
 	if sr.Task.State == broker.StateDeadLettered {
-		s.m.deadLettered.WithLabelValues(s.qname, sr.Task.Type).Inc()
+		s.m.deadLettered.WithLabelValues(s.qname, s.types.of(sr.Task.Type)).Inc()
 	}
 }
 

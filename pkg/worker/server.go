@@ -54,6 +54,7 @@ type Server struct {
 	log     *slog.Logger
 	m       *metrics
 	busy    prometheus.Gauge // m.inflight of this queue
+	types   *typeLabels      // task_type label values
 
 	sem chan struct{} // execution slots; a slot is held from read to completion
 
@@ -98,6 +99,7 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		qname:         q.String(),
 		log:           cfg.Logger.With("worker_id", cfg.WorkerID, "queue", q.String()),
 		m:             newMetrics(),
+		types:         newTypeLabels(h),
 		sem:           make(chan struct{}, cfg.Concurrency),
 		inflight:      map[string]*execution{},
 		execs:         make(chan *execution),
@@ -287,8 +289,15 @@ func (s *Server) serveMetrics() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: metrics listener: %w", err)
 	}
+	metrics := s.MetricsHandler()
+	if s.cfg.MetricsMiddleware != nil {
+		if metrics, err = s.cfg.MetricsMiddleware(metrics); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("worker: metrics middleware: %w", err)
+		}
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", s.MetricsHandler())
+	mux.Handle("/metrics", metrics)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if s.Status() == StatusStopped {
 			http.Error(w, "stopped", http.StatusServiceUnavailable)
