@@ -49,14 +49,15 @@ import (
 // reads its status (ready replicas).
 type QueueReconciler struct {
 	client.Client
-	// APIReader reads what the cache does not hold (a Deployment without the
-	// Queue label).
-	APIReader client.Reader
-	Scheme    *runtime.Scheme
+	Scheme   *runtime.Scheme
 	Engine   Engine
 	Clock    clock.Clock
 	Recorder events.EventRecorder
 	Workers  WorkerOptions
+
+	// APIReader reads what the cache does not hold (a Deployment without the
+	// Queue label).
+	APIReader client.Reader
 }
 
 // +kubebuilder:rbac:groups=dtq.dev,resources=queues,verbs=get;list;watch
@@ -113,14 +114,7 @@ func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (
 			"Waiting for the namespace's Redis user (Secret "+RedisUserSecret+"); workers are created once it exists")
 		return ctrl.Result{}, r.writeStatus(ctx, q, next)
 	}
-	if names := overriddenEnv(q, cred); len(names) > 0 {
-		r.setCondition(next, q, dtqv1alpha1.QueueWorkerEnvOverridden, metav1.ConditionTrue, dtqv1alpha1.ReasonEnvOverridden,
-			fmt.Sprintf("workerTemplate sets %s; the operator replaced them with this Queue's own values", strings.Join(names, ", ")))
-	} else {
-		r.setCondition(next, q, dtqv1alpha1.QueueWorkerEnvOverridden, metav1.ConditionFalse, dtqv1alpha1.ReasonEnvAsSpecified,
-			"workerTemplate sets none of the variables the operator owns")
-	}
-
+	r.setEnvCondition(next, q, cred)
 	dep, scale, err := r.reconcileWorkers(ctx, q, stats, now, cred)
 	if err != nil {
 		switch {
@@ -133,25 +127,7 @@ func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (
 		}
 		return ctrl.Result{}, err
 	}
-	if next.DesiredWorkers != scale.Replicas {
-		next.LastScaleTime = &metav1.Time{Time: now}
-	}
-	next.DesiredWorkers = scale.Replicas
-	next.ReadyWorkers = dep.Status.ReadyReplicas
-	next.Workers = fmt.Sprintf("%d/%d", next.ReadyWorkers, next.DesiredWorkers)
-	next.ScaleDownSince = nil
-	if scale.ScaleDownSince != nil {
-		next.ScaleDownSince = &metav1.Time{Time: *scale.ScaleDownSince}
-	}
-	switch {
-	case scale.Replicas == 0:
-		r.setCondition(next, q, dtqv1alpha1.QueueWorkersAvailable, metav1.ConditionTrue, dtqv1alpha1.ReasonScaledToZero, "No workers needed; the first task scales the queue up")
-	case next.ReadyWorkers >= scale.Replicas:
-		r.setCondition(next, q, dtqv1alpha1.QueueWorkersAvailable, metav1.ConditionTrue, dtqv1alpha1.ReasonWorkersReady, fmt.Sprintf("%d workers ready", next.ReadyWorkers))
-	default:
-		r.setCondition(next, q, dtqv1alpha1.QueueWorkersAvailable, metav1.ConditionFalse, dtqv1alpha1.ReasonWorkersStarting,
-			fmt.Sprintf("%d of %d workers ready", next.ReadyWorkers, scale.Replicas))
-	}
+	r.setWorkersStatus(next, q, dep, scale, now)
 	r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionTrue, dtqv1alpha1.ReasonQueueEnsured, "Queue is set up in Redis and its workers are reconciled")
 	next.ObservedGeneration = q.Generation
 	if err := r.writeStatus(ctx, q, next); err != nil {

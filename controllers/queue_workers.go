@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -173,4 +174,39 @@ func (r *QueueReconciler) redisIsolation(ctx context.Context, q *dtqv1alpha1.Que
 	r.setCondition(next, q, dtqv1alpha1.QueueRedisIsolated, metav1.ConditionTrue, dtqv1alpha1.ReasonNamespaceUser,
 		fmt.Sprintf("Workers log in to Redis as %s (Secret %s), allowed only this namespace's keys", broker.NamespaceUser(q.Namespace), RedisUserSecret))
 	return cred, true
+}
+
+// setEnvCondition reports whether the template sets variables the operator owns.
+func (r *QueueReconciler) setEnvCondition(next *dtqv1alpha1.QueueStatus, q *dtqv1alpha1.Queue, cred *redisCredential) {
+	if names := overriddenEnv(q, cred); len(names) > 0 {
+		r.setCondition(next, q, dtqv1alpha1.QueueWorkerEnvOverridden, metav1.ConditionTrue, dtqv1alpha1.ReasonEnvOverridden,
+			fmt.Sprintf("workerTemplate sets %s; the operator replaced them with this Queue's own values", strings.Join(names, ", ")))
+		return
+	}
+	r.setCondition(next, q, dtqv1alpha1.QueueWorkerEnvOverridden, metav1.ConditionFalse, dtqv1alpha1.ReasonEnvAsSpecified,
+		"workerTemplate sets none of the variables the operator owns")
+}
+
+// setWorkersStatus records the scale decision and the Deployment's ready
+// workers in status.
+func (r *QueueReconciler) setWorkersStatus(next *dtqv1alpha1.QueueStatus, q *dtqv1alpha1.Queue, dep *appsv1.Deployment, scale scaleDecision, now time.Time) {
+	if next.DesiredWorkers != scale.Replicas {
+		next.LastScaleTime = &metav1.Time{Time: now}
+	}
+	next.DesiredWorkers = scale.Replicas
+	next.ReadyWorkers = dep.Status.ReadyReplicas
+	next.Workers = fmt.Sprintf("%d/%d", next.ReadyWorkers, next.DesiredWorkers)
+	next.ScaleDownSince = nil
+	if scale.ScaleDownSince != nil {
+		next.ScaleDownSince = &metav1.Time{Time: *scale.ScaleDownSince}
+	}
+	switch {
+	case scale.Replicas == 0:
+		r.setCondition(next, q, dtqv1alpha1.QueueWorkersAvailable, metav1.ConditionTrue, dtqv1alpha1.ReasonScaledToZero, "No workers needed; the first task scales the queue up")
+	case next.ReadyWorkers >= scale.Replicas:
+		r.setCondition(next, q, dtqv1alpha1.QueueWorkersAvailable, metav1.ConditionTrue, dtqv1alpha1.ReasonWorkersReady, fmt.Sprintf("%d workers ready", next.ReadyWorkers))
+	default:
+		r.setCondition(next, q, dtqv1alpha1.QueueWorkersAvailable, metav1.ConditionFalse, dtqv1alpha1.ReasonWorkersStarting,
+			fmt.Sprintf("%d of %d workers ready", next.ReadyWorkers, scale.Replicas))
+	}
 }

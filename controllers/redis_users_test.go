@@ -227,8 +227,10 @@ var _ = Describe("The manager's Task cache", func() {
 		Eventually(getTask(t), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskSucceeded))
 
 		cached := &dtqv1alpha1.Task{}
-		Expect(managerCache.Get(ctx, client.ObjectKeyFromObject(t), cached)).To(Succeed())
-		Expect(cached.Status.State).To(Equal(dtqv1alpha1.TaskSucceeded))
+		Eventually(func(g Gomega) dtqv1alpha1.TaskState { // the cache may lag behind the status write
+			g.Expect(managerCache.Get(ctx, client.ObjectKeyFromObject(t), cached)).To(Succeed())
+			return cached.Status.State
+		}, timeout, poll).Should(Equal(dtqv1alpha1.TaskSucceeded))
 		Expect(cached.Spec.Payload).To(BeNil())
 		Expect(cached.ManagedFields).To(BeEmpty())
 		info, err := engine.GetTask(ctx, broker.QueueRef{Namespace: ns, Name: "q"}, string(getTask(t)(Default).UID))

@@ -54,9 +54,7 @@ const (
 // costs no extra API writes for finalizer bookkeeping.
 type TaskReconciler struct {
 	client.Client
-	// APIReader reads the payload, which the cache does not hold (task_payload.go).
-	APIReader client.Reader
-	Engine    Engine
+	Engine   Engine
 	Clock    clock.Clock
 	Recorder events.EventRecorder
 	// CoalesceWindow delays the status write of a task that was just queued or
@@ -64,6 +62,8 @@ type TaskReconciler struct {
 	CoalesceWindow time.Duration
 	// RoutineEvents also records the Normal Submitted and Succeeded Events.
 	RoutineEvents bool
+	// APIReader reads the payload, which the cache does not hold (task_payload.go).
+	APIReader client.Reader
 
 	tombstones *tombstones
 	// written is the last status this manager wrote per task UID: the cache

@@ -21,9 +21,9 @@ type managerProcess struct {
 	proc                               *child
 }
 
-// args builds the command line. Flags the binary does not define yet (the
-// controllers add --worker-image and --worker-redis-url) are left out, so
-// the stack runs with any manager of this repository's history.
+// args builds the command line. Flags the binary does not define (older
+// managers lack --worker-image, --worker-redis-url and --redis-isolation) are
+// left out, so the stack runs with any manager of this repository's history.
 func (m *managerProcess) args() ([]string, error) {
 	help, _ := exec.Command(m.bin, "--help").CombinedOutput()
 	has := func(flag string) bool {
@@ -42,6 +42,11 @@ func (m *managerProcess) args() ([]string, error) {
 	}
 	if has("worker-redis-url") {
 		args = append(args, "--worker-redis-url="+m.redisURL)
+	}
+	if has("redis-isolation") {
+		// Each namespace's workers log in as its own Redis ACL user, as in a
+		// cluster; the manager is the dev Redis's default user.
+		args = append(args, "--redis-isolation=true")
 	}
 	return append(args, m.extraArgs...), nil
 }
