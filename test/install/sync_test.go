@@ -79,6 +79,7 @@ var comparisons = map[string][][]string{
 	"ServiceAccount":           {{"automountServiceAccountToken"}},
 	"Service":                  {{"spec", "ports"}, {"spec", "type"}},
 	"Deployment":               {{"spec", "replicas"}, {"spec", "strategy"}, {"spec", "template", "spec"}, {"spec", "template", "metadata", "annotations"}},
+	"PodDisruptionBudget":      {{"spec", "minAvailable"}, {"spec", "maxUnavailable"}},
 }
 
 func key(o *unstructured.Unstructured) string {

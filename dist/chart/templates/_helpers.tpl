@@ -95,13 +95,27 @@ Call with (dict "image" .Values.x.image "chart" .Chart).
     secretKeyRef:
       name: {{ include "dtq.redis.urlSecret" . }}
       key: {{ include "dtq.redis.urlKey" . }}
-{{- with .Values.redis.username }}
+{{- if .Values.redis.username }}
 - name: DTQ_REDIS_USERNAME
-  value: {{ . | quote }}
+  value: {{ .Values.redis.username | quote }}
+{{- else }}
+- name: DTQ_REDIS_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "dtq.redis.urlSecret" . }}
+      key: username
+      optional: true
 {{- end }}
 {{- if .Values.redis.passwordSecret.name }}
 - name: DTQ_REDIS_PASSWORD_FILE
   value: /etc/dtq/redis-password/password
+{{- else }}
+- name: DTQ_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "dtq.redis.urlSecret" . }}
+      key: password
+      optional: true
 {{- end }}
 {{- if .Values.redis.tls.caSecret.name }}
 - name: DTQ_REDIS_CA_FILE
