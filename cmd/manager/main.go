@@ -20,6 +20,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -122,12 +123,9 @@ func main() {
 		setupLog.Error(err, "Failed to create manager")
 		os.Exit(1)
 	}
-	workers := controllers.WorkerOptions{Image: workerImage, RedisURL: workerRedisURL, Isolation: isolation}
-	if workers.RedisURL == "" {
-		workers.RedisURL = withoutCredentials(redisURL)
-	} else if hasPassword(workers.RedisURL) {
-		setupLog.Error(nil, "--worker-redis-url holds a password, which would be readable in every worker Deployment; "+
-			"use --worker-redis-secret, or the per-namespace users of --redis-isolation")
+	workers := controllers.WorkerOptions{Image: workerImage, Isolation: isolation}
+	if workers.RedisURL, err = workersRedisURL(redisURL, workerRedisURL); err != nil {
+		setupLog.Error(err, "Bad --worker-redis-url")
 		os.Exit(1)
 	}
 	if workerRedisSecret != "" {
@@ -174,24 +172,26 @@ func connectRedis(conn redisconn.Config) (redis.UniversalClient, error) {
 	return rdb, nil
 }
 
-// withoutCredentials drops the user and password of a Redis URL: worker pods
-// get credentials from a Secret, never inside a URL in their spec.
-func withoutCredentials(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+// workersRedisURL is the DTQ_REDIS_URL of worker pods: workerURL, or the
+// manager's URL without its user and password. Worker pods get credentials
+// from a Secret, never inside a URL in their spec, so a workerURL holding a
+// password is refused.
+func workersRedisURL(managerURL, workerURL string) (string, error) {
+	if workerURL != "" {
+		if u, err := url.Parse(workerURL); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				return "", errors.New("--worker-redis-url holds a password, which would be readable in every worker Deployment; " +
+					"use --worker-redis-secret, or the per-namespace users of --redis-isolation")
+			}
+		}
+		return workerURL, nil
+	}
+	u, err := url.Parse(managerURL)
+	if err != nil {
+		return "", fmt.Errorf("parse --redis-url: %w", err)
 	}
 	u.User = nil
-	return u.String()
-}
-
-func hasPassword(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return false
-	}
-	_, ok := u.User.Password()
-	return ok
+	return u.String(), nil
 }
 
 func envOr(key, def string) string {

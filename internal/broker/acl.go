@@ -108,12 +108,21 @@ func (a *ACL) eachNode(ctx context.Context, fn func(ctx context.Context, c doer)
 	return fn(ctx, a.rdb)
 }
 
+// clientSetInfo is the command go-redis sends on every new connection since
+// Redis 7.2 (it ignores a refusal); older servers do not know it, and ACL
+// SETUSER refuses unknown commands, so it is allowed only where it exists.
+const clientSetInfo = "+client|setinfo"
+
 // SetNamespaceUser creates ns's user, or resets it to exactly these rules
 // (connections already authenticated as it stay open).
 func (a *ACL) SetNamespaceUser(ctx context.Context, ns, password string, acceptHashes []string) error {
 	args := append([]any{"ACL", "SETUSER", NamespaceUser(ns)}, namespaceUserRules(ns, password, acceptHashes)...)
 	return a.eachNode(ctx, func(ctx context.Context, c doer) error {
-		if err := c.Do(ctx, args...).Err(); err != nil {
+		err := c.Do(ctx, append(args, clientSetInfo)...).Err()
+		if err != nil && strings.Contains(err.Error(), "client|setinfo") { // before Redis 7.2
+			err = c.Do(ctx, args...).Err()
+		}
+		if err != nil {
 			return fmt.Errorf("broker: ACL SETUSER %s: %w", NamespaceUser(ns), err)
 		}
 		return nil

@@ -1,0 +1,41 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import "testing"
+
+// No Redis password reaches a worker Deployment through DTQ_REDIS_URL.
+func TestWorkersRedisURL(t *testing.T) {
+	for name, tc := range map[string]struct {
+		manager, worker, want string
+		err                   bool
+	}{
+		"manager URL without credentials": {manager: "redis://redis:6379/0", want: "redis://redis:6379/0"},
+		"manager's password dropped":      {manager: "redis://admin:s3cret@redis:6379/0", want: "redis://redis:6379/0"},
+		"manager's TLS URL":                {manager: "rediss://:s3cret@redis:6380/1", want: "rediss://redis:6380/1"},
+		"worker URL kept":                  {manager: "redis://admin:s3cret@r:6379/0", worker: "redis://replica:6379/0", want: "redis://replica:6379/0"},
+		"worker URL with a user only":      {manager: "redis://r:6379/0", worker: "redis://app@r:6379/0", want: "redis://app@r:6379/0"},
+		"worker URL with a password":       {manager: "redis://r:6379/0", worker: "redis://app:pw@r:6379/0", err: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := workersRedisURL(tc.manager, tc.worker)
+			if (err != nil) != tc.err || got != tc.want {
+				t.Fatalf("workersRedisURL(%q, %q) = %q, %v; want %q, error %v", tc.manager, tc.worker, got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
