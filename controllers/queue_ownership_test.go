@@ -112,7 +112,8 @@ var _ = Describe("Worker Deployment ownership", func() {
 
 	It("leaves the replica count to an HPA when scaling.mode is External", func() {
 		ns := newNamespace("hpa")
-		q := testutil.MakeQueue("q", ns).Obj()
+		// A 1 ms window: the Backlog autoscaler would take the count back at once.
+		q := testutil.MakeQueue("q", ns).ScaleDownAfter(time.Millisecond).Obj()
 		q.Spec.Scaling.Mode = dtqv1alpha1.ScalingExternal
 		Expect(k8sClient.Create(ctx, q)).To(Succeed())
 		Eventually(getDeployment(ns, "q-workers"), timeout, poll).ShouldNot(BeNil())
