@@ -34,7 +34,10 @@ import (
 // submit a Task; a Task already in Redis is read back with GetTask.
 
 // stripTask is the cache transform of Tasks: it drops spec.payload and
-// managedFields, which no controller reads from the cache.
+// managedFields, which no controller reads from the cache. The controllers
+// write only a Task's status (the status subresource ignores the spec), and
+// the CRD refuses any change of spec.payload, so a cached Task can never
+// write its missing payload back.
 func stripTask(obj any) (any, error) {
 	if t, ok := obj.(*dtqv1alpha1.Task); ok {
 		t.Spec.Payload = nil
