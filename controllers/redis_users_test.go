@@ -29,6 +29,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -216,7 +217,26 @@ var _ = Describe("A manager without Redis isolation", Serial, func() {
 	})
 })
 
-var _ = Describe("The manager's Task cache", func() {
+var _ = Describe("The manager's cache", func() {
+	It("holds only the Deployments and Secrets the operator manages", func() {
+		ns := newNamespace("cache")
+		theirs := someonesDeployment(ns, "app", nil)
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-secret"}, StringData: map[string]string{"k": "v"}}
+		Expect(k8sClient.Create(ctx, theirs)).To(Succeed())
+		Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+		q := testutil.MakeQueue("q", ns).Obj()
+		Expect(k8sClient.Create(ctx, q)).To(Succeed())
+		Eventually(func() error {
+			return managerCache.Get(ctx, client.ObjectKey{Namespace: ns, Name: "q-workers"}, &appsv1.Deployment{})
+		}, timeout, poll).Should(Succeed())
+		Expect(apierrors.IsNotFound(managerCache.Get(ctx, client.ObjectKeyFromObject(theirs), &appsv1.Deployment{}))).To(BeTrue())
+		Expect(apierrors.IsNotFound(managerCache.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{}))).To(BeTrue())
+		Expect(managerCache.Get(ctx, client.ObjectKey{Namespace: ns, Name: RedisUserSecret}, &corev1.Secret{})).To(Succeed())
+		cached := &dtqv1alpha1.Queue{}
+		Expect(managerCache.Get(ctx, client.ObjectKeyFromObject(q), cached)).To(Succeed())
+		Expect(cached.ManagedFields).To(BeEmpty())
+	})
+
 	It("holds no payload and no managedFields, and the payload still reaches the handler", func() {
 		ns := newNamespace("payload")
 		Expect(k8sClient.Create(ctx, testutil.MakeQueue("q", ns).Obj())).To(Succeed())
