@@ -26,10 +26,10 @@ func TestWorkersRedisURL(t *testing.T) {
 	}{
 		"manager URL without credentials": {manager: "redis://redis:6379/0", want: "redis://redis:6379/0"},
 		"manager's password dropped":      {manager: "redis://admin:s3cret@redis:6379/0", want: "redis://redis:6379/0"},
-		"manager's TLS URL":                {manager: "rediss://:s3cret@redis:6380/1", want: "rediss://redis:6380/1"},
-		"worker URL kept":                  {manager: "redis://admin:s3cret@r:6379/0", worker: "redis://replica:6379/0", want: "redis://replica:6379/0"},
-		"worker URL with a user only":      {manager: "redis://r:6379/0", worker: "redis://app@r:6379/0", want: "redis://app@r:6379/0"},
-		"worker URL with a password":       {manager: "redis://r:6379/0", worker: "redis://app:pw@r:6379/0", err: true},
+		"manager's TLS URL":               {manager: "rediss://:s3cret@redis:6380/1", want: "rediss://redis:6380/1"},
+		"worker URL kept":                 {manager: "redis://admin:s3cret@r:6379/0", worker: "redis://replica:6379/0", want: "redis://replica:6379/0"},
+		"worker URL with a user only":     {manager: "redis://r:6379/0", worker: "redis://app@r:6379/0", want: "redis://app@r:6379/0"},
+		"worker URL with a password":      {manager: "redis://r:6379/0", worker: "redis://app:pw@r:6379/0", err: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := workersRedisURL(tc.manager, tc.worker)
