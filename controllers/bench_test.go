@@ -119,7 +119,7 @@ func BenchmarkCRPath(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: sch, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: sch, Cache: CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
 		b.Fatal(err)
 	}
