@@ -40,12 +40,12 @@ type RetryPolicy struct {
 // controller writes it to Redis with EnsureQueue; scripts read it from there, so
 // the manager, the HTTP API and every worker agree on one copy.
 type QueueConfig struct {
-	MaxDepth           int64         // admission gate on queued + in-flight entries (10000)
+	MaxDepth           int64         // admission gate on unfinished tasks: stream entries plus schedule members (10000)
 	MaxPayloadBytes    int64         // compact JSON payload size limit (262144)
 	DefaultMaxAttempts int           // per-task default (5); per-task values are capped at 10
 	DefaultTimeout     time.Duration // handler deadline when the task sets none (30s)
 	Retry              RetryPolicy   // 1s, 60s, 0.2
-	IdempotencyTTL     time.Duration // lifetime of dtq:{q}:idempotency:<key> records (24h)
+	IdempotencyTTL     time.Duration // lifetime of dtq:{q}:idempotency:<key> records after their task ends (24h)
 	TaskRetention      time.Duration // TTL of task hashes, counted from when the task finishes (7d)
 	ResultRetention    time.Duration // TTL of stored results (1h)
 	ResultMaxBytes     int64         // results longer than this are truncated (8192)
@@ -127,6 +127,7 @@ type SubmitRequest struct {
 	Timeout        time.Duration   // 0: queue default; else 1ms..1h
 	NotBefore      time.Time       // zero or past: queued now; future: Pending in the schedule
 	ExpiresAt      time.Time       // zero: never; a task not started by then ends Expired
+	FromTaskCR     bool            // a Task CR submits it (ID = its UID): TaskCRTasks lists it until it ends
 }
 
 // SubmitResult is a successful submission: a new task (HTTP 202) or, with
@@ -141,7 +142,7 @@ type TaskInfo struct {
 	ID              string
 	Queue           QueueRef
 	Type            string
-	Payload         json.RawMessage
+	Payload         json.RawMessage // nil once the task Succeeded, was Cancelled or Expired (kept when Failed or DeadLettered)
 	IdempotencyKey  string
 	Priority        int
 	State           State
@@ -164,7 +165,7 @@ type TaskInfo struct {
 // QueueStats is a queue's backlog, read for status and autoscaling.
 type QueueStats struct {
 	Bands        [10]int64 // stream length per priority band, p0..p9 (includes in-flight entries)
-	Depth        int64     // sum of Bands: what MaxDepth gates
+	Depth        int64     // sum of Bands; MaxDepth gates Depth + Scheduled
 	InFlight     int64     // delivered, not yet acknowledged (XPENDING)
 	Queued       int64     // Depth - InFlight
 	Scheduled    int64     // delayed and retrying tasks in the schedule
@@ -208,6 +209,16 @@ type Delivery struct {
 	TaskID    string
 	Attempt   int  // the attempt the entry was queued for
 	Reclaimed bool // taken over from another consumer after the visibility timeout
+}
+
+// Execution is one run of a delivery: the worker that started it and the
+// attempt it runs (StartResult.Task.Attempt). Complete and Touch are fenced on
+// it: once another worker has taken the task over (a reclaim after the
+// visibility timeout starts attempt+1 there), they change nothing.
+type Execution struct {
+	Delivery
+	WorkerID string
+	Attempt  int
 }
 
 // StartResult says whether a worker should run a delivery. When Run is false the

@@ -22,7 +22,7 @@ func TestSubmitBatchKeepsPerItemSemantics(t *testing.T) {
 	items := []submitItem{
 		batchItem("", "k1", "{}"),      // new (depth 2)
 		batchItem("", "k1", "{}"),      // busy: the first's ID
-		batchItem("", "", big),         // toolarge, before the gate
+		batchItem("", "k4", big),       // toolarge, before the gate: nothing written
 		batchItem("fixed", "", "{}"),   // new (depth 3)
 		batchItem("fixed", "", "{}"),   // dup of the one just created, before the gate
 		batchItem("", "k2", "{}"),      // full: nothing written
@@ -65,7 +65,8 @@ func TestSubmitBatchKeepsPerItemSemantics(t *testing.T) {
 			wantCode(t, errs[i], CodeQueueFull)
 		}
 	}
-	// Refused items wrote nothing: no records for k2..k4, no task "later".
+	// Refused items wrote nothing: no records for the keys of the full (k2,
+	// k3), too large (k4) and duplicate-ID (k9) items, no task "later".
 	for _, k := range []string{"k2", "k3", "k4", "k9"} {
 		if _, err := e.b.Idempotency(ctx, e.q, k); CodeOf(err) != CodeTaskNotFound {
 			t.Fatalf("record %s: %v", k, err)
@@ -362,7 +363,7 @@ func TestStartCompleteBatches(t *testing.T) {
 			if i%2 == 1 {
 				out = Outcome{Err: "x", Retryable: true}
 			}
-			states[i], err = e.b.Complete(ctx, e.q, d, out)
+			states[i], err = e.b.Complete(ctx, e.q, Execution{Delivery: d, WorkerID: "w", Attempt: sr.Task.Attempt}, out)
 			if err != nil {
 				t.Errorf("complete %d: %v", i, err)
 			}
@@ -415,7 +416,9 @@ func TestBatchItemRedisErrorFailsThatItemOnly(t *testing.T) {
 	if ds[0].TaskID != a.ID {
 		ds[0], ds[1] = ds[1], ds[0]
 	}
-	states, errs, err := e.b.completeBatch(ctx, e.q, []completeItem{{d: ds[0], kind: "ok"}, {d: ds[1], kind: "ok"}})
+	states, errs, err := e.b.completeBatch(ctx, e.q, []completeItem{
+		{x: Execution{Delivery: ds[0], WorkerID: "w", Attempt: 1}, kind: "ok"},
+		{x: Execution{Delivery: ds[1], WorkerID: "w", Attempt: 1}, kind: "ok"}})
 	if err != nil {
 		t.Fatalf("the whole batch failed: %v", err)
 	}

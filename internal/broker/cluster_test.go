@@ -37,10 +37,11 @@ func TestScriptsOnCluster(t *testing.T) {
 		if err != nil || !sr.Run {
 			t.Fatalf("%s start: %+v %v", name, sr, err)
 		}
-		if err := b.Touch(ctx, q, "c", ds); err != nil {
-			t.Fatal(err)
+		x := Execution{Delivery: ds[0], WorkerID: "c", Attempt: sr.Task.Attempt}
+		if lost, err := b.Touch(ctx, q, "c", []Execution{x}); err != nil || len(lost) != 0 {
+			t.Fatalf("%s touch: lost %v, %v", name, lost, err)
 		}
-		if s, err := b.Complete(ctx, q, ds[0], Outcome{Err: "x", Retryable: true}); err != nil || s != StateRetrying {
+		if s, err := b.Complete(ctx, q, x, Outcome{Err: "x", Retryable: true}); err != nil || s != StateRetrying {
 			t.Fatalf("%s complete: %s %v", name, s, err)
 		}
 		clk.Step(time.Minute)
@@ -48,11 +49,13 @@ func TestScriptsOnCluster(t *testing.T) {
 			t.Fatalf("%s promote: %d %v", name, n, err)
 		}
 		ds, _ = b.Read(ctx, q, "c", 5, 0)
-		b.Start(ctx, q, "c", ds[0])
+		sr, _ = b.Start(ctx, q, "c", ds[0])
+		// Reclaimed by c2 but not started there: c's execution is still the task's.
 		if rc, err := b.Reclaim(ctx, q, "c2", 0, 5); err != nil || len(rc) != 1 {
 			t.Fatalf("%s reclaim: %v %v", name, rc, err)
 		}
-		if s, err := b.Complete(ctx, q, ds[0], Outcome{Err: "fatal"}); err != nil || s != StateDeadLettered {
+		x = Execution{Delivery: ds[0], WorkerID: "c", Attempt: sr.Task.Attempt}
+		if s, err := b.Complete(ctx, q, x, Outcome{Err: "fatal"}); err != nil || s != StateDeadLettered {
 			t.Fatalf("%s complete: %s %v", name, s, err)
 		}
 		if _, err := b.Requeue(ctx, q, ti.Task.ID); err != nil {

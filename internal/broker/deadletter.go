@@ -28,7 +28,8 @@ func (b *Broker) DeadLetters(ctx context.Context, q QueueRef, limit int) ([]Dead
 }
 
 // Requeue puts a DeadLettered task back on its stream with attempt 1 and resets
-// its idempotency record to processing (full TTL), so a resubmission gets
+// its idempotency record to processing (no expiry until the task ends again),
+// so a resubmission gets
 // IDEMPOTENCY_IN_PROGRESS again. ErrTaskConflict when the task is not
 // dead-lettered. The record is left alone if the key names another task.
 func (b *Broker) Requeue(ctx context.Context, q QueueRef, id string) (TaskInfo, error) {
@@ -37,7 +38,7 @@ func (b *Broker) Requeue(ctx context.Context, q QueueRef, id string) (TaskInfo, 
 	}
 	k := keysFor(q)
 	now, nowtxt := b.now()
-	v, err := requeueScript.Run(ctx, b.rdb, []string{k.task(id), k.deadLetter(), k.config()}, k.prefix, id, now, nowtxt).Slice()
+	v, err := requeueScript.Run(ctx, b.rdb, []string{k.task(id), k.deadLetter()}, k.prefix, id, now, nowtxt).Slice()
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("broker: requeue %s: %w", id, err)
 	}

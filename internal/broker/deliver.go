@@ -258,11 +258,15 @@ func sanitizeError(s string) string {
 }
 
 // Complete records an execution's outcome in the seed's write order (task hash,
-// event, result, idempotency record with SET XX KEEPTTL) and ends with XACK+XDEL,
-// all in one script. It returns the state the task moved to (Succeeded, Retrying,
-// Failed, DeadLettered or Cancelled). When d is no longer the task's running
-// execution (another worker reclaimed and finished it first), only the ack
-// happens and the task's current state is returned.
+// event, result, idempotency record with SET XX) and ends with XACK+XDEL, all in
+// one script. It returns the state the task moved to (Succeeded, Retrying,
+// Failed, DeadLettered or Cancelled).
+//
+// Complete is fenced on x: when x is no longer the task's running execution
+// (another worker reclaimed the entry and started attempt+1, or the task
+// ended), nothing changes, the entry is left to whoever runs it, and the error
+// is ErrStaleExecution with the task's current state. Completing the same
+// execution again (a retry after a lost reply) returns the state it recorded.
 //
 // A result that is not valid JSON is a permanent failure; a result longer than
 // ResultMaxBytes is stored as a JSON string of its first ResultMaxBytes bytes
@@ -270,7 +274,7 @@ func sanitizeError(s string) string {
 //
 // Concurrent Completes on one queue are coalesced into one script call (see
 // batch.go), each recorded exactly as if alone.
-func (b *Broker) Complete(ctx context.Context, q QueueRef, d Delivery, out Outcome) (State, error) {
+func (b *Broker) Complete(ctx context.Context, q QueueRef, x Execution, out Outcome) (State, error) {
 	kind, result := "ok", []byte(out.Result)
 	switch {
 	case out.Cancelled:
@@ -286,17 +290,17 @@ func (b *Broker) Complete(ctx context.Context, q QueueRef, d Delivery, out Outco
 	if out.Retryable {
 		retryable = "1"
 	}
-	st, err := b.batchers(q).complete.do(ctx, completeItem{d: d, kind: kind, result: result,
+	st, err := b.batchers(q).complete.do(ctx, completeItem{x: x, kind: kind, result: result,
 		err: sanitizeError(out.Err), class: out.ErrorClass, retryable: retryable})
-	if err != nil {
-		return "", fmt.Errorf("broker: complete %s: %w", d.TaskID, err)
+	if err != nil && CodeOf(err) == "" {
+		return "", fmt.Errorf("broker: complete %s: %w", x.TaskID, err)
 	}
-	return st, nil
+	return st, err
 }
 
 // completeItem is one Complete in a batch.
 type completeItem struct {
-	d          Delivery
+	x          Execution
 	kind       string
 	result     []byte
 	err, class string
@@ -309,21 +313,28 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 	now, nowtxt := b.now()
 	keys := make([]string, 0, 2+2*len(items))
 	keys = append(keys, k.config(), k.schedule())
-	args := make([]any, 0, 3+7*len(items))
+	args := make([]any, 0, 3+9*len(items))
 	args = append(args, k.prefix, now, nowtxt)
 	for _, it := range items {
 		jitter := "0" // only a retry reads it
 		if it.retryable == "1" {
 			jitter = strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64)
 		}
-		keys = append(keys, k.task(it.d.TaskID), k.stream(it.d.Band))
-		args = append(args, it.d.MessageID, it.kind, it.result, it.err, it.class, it.retryable, jitter)
+		keys = append(keys, k.task(it.x.TaskID), k.stream(it.x.Band))
+		args = append(args, it.x.MessageID, it.x.WorkerID, it.x.Attempt, it.kind, it.result, it.err, it.class, it.retryable, jitter)
 	}
 	replies, err := completeBatchScript.Run(ctx, b.fast, keys, args...).Slice()
 	if err != nil {
 		return nil, nil, err
 	}
-	return itemReplies(replies, len(items), func(_ int, v []any) (State, error) { return State(str(v[0])), nil })
+	return itemReplies(replies, len(items), func(i int, v []any) (State, error) {
+		if str(v[0]) == "stale" && len(v) == 2 {
+			st := State(str(v[1]))
+			return st, &Error{Code: CodeStaleExecution, Message: fmt.Sprintf("task %s: execution of attempt %d by %s is stale (task is %q)",
+				items[i].x.TaskID, items[i].x.Attempt, items[i].x.WorkerID, st)}
+		}
+		return State(str(v[0])), nil
+	})
 }
 
 // itemReplies maps a batch script's replies, one per item in order, with each
@@ -358,29 +369,33 @@ func itemReply(x any) ([]any, error) {
 	return v, nil
 }
 
-// Touch resets the idle time of in-flight entries (XCLAIM JUSTID, idle 0) so a
-// live worker's long tasks are not reclaimed.
-func (b *Broker) Touch(ctx context.Context, q QueueRef, consumer string, ds []Delivery) error {
-	if len(ds) == 0 {
-		return nil
+// Touch resets the idle time of in-flight executions' entries (XCLAIM JUSTID,
+// idle 0) so a live worker's long tasks are not reclaimed. It is fenced like
+// Complete: an entry another worker has reclaimed (or whose task is no longer
+// Running that execution) is not touched, and comes back in lost: its handler
+// should stop, since another worker runs or will run the task.
+func (b *Broker) Touch(ctx context.Context, q QueueRef, consumer string, xs []Execution) (lost []Execution, err error) {
+	if len(xs) == 0 {
+		return nil, nil
 	}
 	k := keysFor(q)
-	var byBand [Bands][]string
-	for _, d := range ds {
-		byBand[d.Band] = append(byBand[d.Band], d.MessageID)
+	keys := make([]string, 0, 2*len(xs))
+	args := make([]any, 0, 2+3*len(xs))
+	args = append(args, k.prefix, consumer)
+	for _, x := range xs {
+		keys = append(keys, k.task(x.TaskID), k.stream(x.Band))
+		args = append(args, x.MessageID, x.WorkerID, x.Attempt)
 	}
-	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for band, ids := range byBand {
-			if len(ids) > 0 {
-				p.XClaimJustID(ctx, &redis.XClaimArgs{Stream: k.stream(band), Group: group, Consumer: consumer, MinIdle: 0, Messages: ids})
-			}
-		}
-		return nil
-	})
+	pos, err := touchScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("broker: touch %s: %w", q, err)
+		return nil, fmt.Errorf("broker: touch %s: %w", q, err)
 	}
-	return nil
+	for _, p := range pos {
+		if p >= 1 && int(p) <= len(xs) {
+			lost = append(lost, xs[p-1])
+		}
+	}
+	return lost, nil
 }
 
 // CancelRequested returns the subset of ids whose cancel was requested.

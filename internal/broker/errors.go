@@ -19,6 +19,8 @@ const (
 	CodeTaskConflict          Code = "TASK_CONFLICT"           // 409, e.g. requeue of a task that is not dead-lettered
 	CodeDLQEntryNotFound      Code = "DLQ_ENTRY_NOT_FOUND"     // 404
 	CodeConsumerBusy          Code = "CONSUMER_BUSY"           // a consumer with pending entries cannot be removed
+	CodeStaleExecution        Code = "STALE_EXECUTION"         // another worker took the task over; the call changed nothing
+	CodeEvictionPolicy        Code = "REDIS_EVICTION_POLICY"   // Redis may evict keys (maxmemory-policy is not noeviction)
 )
 
 // Error is the engine's typed error. errors.Is(err, ErrQueueFull) and friends
@@ -51,6 +53,8 @@ var (
 	ErrTaskConflict          = &Error{Code: CodeTaskConflict}
 	ErrDLQEntryNotFound      = &Error{Code: CodeDLQEntryNotFound}
 	ErrConsumerBusy          = &Error{Code: CodeConsumerBusy}
+	ErrStaleExecution        = &Error{Code: CodeStaleExecution}
+	ErrEvictionPolicy        = &Error{Code: CodeEvictionPolicy}
 )
 
 // CodeOf returns the code of an engine error, or "" for any other error.

@@ -57,23 +57,30 @@ func (e *env) mustSubmit(req SubmitRequest) TaskInfo {
 	return r.Task
 }
 
-// deliver reads one entry and starts it; it fails when there is nothing to run.
-func (e *env) deliver(consumer string) (Delivery, TaskInfo) {
+// deliver reads one entry and starts it as worker consumer; it fails when there
+// is nothing to run.
+func (e *env) deliver(consumer string) (Execution, TaskInfo) {
 	e.t.Helper()
 	ds, err := e.b.Read(ctx, e.q, consumer, 1, 0)
 	if err != nil || len(ds) != 1 {
 		e.t.Fatalf("read: %v %v", ds, err)
 	}
-	sr, err := e.b.Start(ctx, e.q, consumer, ds[0])
+	return e.start(consumer, ds[0])
+}
+
+// start starts d as worker consumer; it fails when d does not run.
+func (e *env) start(consumer string, d Delivery) (Execution, TaskInfo) {
+	e.t.Helper()
+	sr, err := e.b.Start(ctx, e.q, consumer, d)
 	if err != nil || !sr.Run {
 		e.t.Fatalf("start: %+v %v", sr, err)
 	}
-	return ds[0], sr.Task
+	return Execution{Delivery: d, WorkerID: consumer, Attempt: sr.Task.Attempt}, sr.Task
 }
 
-func (e *env) complete(d Delivery, out Outcome) State {
+func (e *env) complete(x Execution, out Outcome) State {
 	e.t.Helper()
-	s, err := e.b.Complete(ctx, e.q, d, out)
+	s, err := e.b.Complete(ctx, e.q, x, out)
 	if err != nil {
 		e.t.Fatalf("complete: %v", err)
 	}

@@ -88,14 +88,14 @@ func TestCrashWindowReclaimCountsAttempt(t *testing.T) {
 	if len(ds) != 1 || !ds[0].Reclaimed || ds[0].TaskID != ti.ID {
 		t.Fatalf("reclaim: %+v", ds)
 	}
-	sr, err := e.b.Start(ctx, e.q, "peer", ds[0])
-	if err != nil || !sr.Run || sr.Task.Attempt != 2 || sr.Task.WorkerID != "peer" {
-		t.Fatalf("start after reclaim: %+v %v", sr, err)
+	x, run := e.start("peer", ds[0])
+	if run.Attempt != 2 || run.WorkerID != "peer" {
+		t.Fatalf("start after reclaim: %+v", run)
 	}
 	if r := e.record("k"); r.State != IdempotencyProcessing {
 		t.Fatalf("record before completion: %+v", r)
 	}
-	if s := e.complete(ds[0], Outcome{}); s != StateSucceeded {
+	if s := e.complete(x, Outcome{}); s != StateSucceeded {
 		t.Fatal(s)
 	}
 	if r := e.record("k"); r.State != IdempotencyCompleted {
@@ -156,7 +156,7 @@ func TestDuplicateEntryAbsorbed(t *testing.T) {
 		t.Fatalf("first %+v second %+v", first, second)
 	}
 	// A stale entry of an earlier attempt is absorbed too.
-	e.complete(ds[0], Outcome{Err: "x", Retryable: true})
+	e.complete(Execution{Delivery: ds[0], WorkerID: "c", Attempt: first.Task.Attempt}, Outcome{Err: "x", Retryable: true})
 	e.clock.Step(time.Minute)
 	e.b.PromoteDue(ctx, e.q, 10)
 	e.rdb.XAdd(ctx, redisXAdd{stream: keysFor(e.q).stream(3), id: ti.ID}.args())
@@ -246,6 +246,76 @@ func TestDelayedTask(t *testing.T) {
 	_, run := e.deliver("c")
 	if run.ID != ti.ID || run.Attempt != 1 {
 		t.Fatalf("%+v", run)
+	}
+}
+
+// Delayed tasks count toward maxDepth, and so do retrying ones: the gate
+// counts every unfinished task, so a flood of delayed work cannot bypass
+// backpressure.
+func TestDelayedTasksCountTowardMaxDepth(t *testing.T) {
+	e := newEnv(t, func(c *QueueConfig) { c.MaxDepth = 3 })
+	later := e.clock.Now().Add(time.Hour)
+	e.mustSubmit(SubmitRequest{NotBefore: later})
+	e.mustSubmit(SubmitRequest{NotBefore: later})
+	e.mustSubmit(SubmitRequest{})
+	_, err := e.submit(SubmitRequest{NotBefore: later})
+	if be := wantCode(t, err, CodeQueueFull); be.Depth != 3 || be.Limit != 3 {
+		t.Fatalf("QUEUE_FULL %+v, want depth 3 of 3", be)
+	}
+	// The queued one fails retryably: it moves to the schedule and still counts.
+	d, _ := e.deliver("c")
+	if s := e.complete(d, Outcome{Err: "x", Retryable: true}); s != StateRetrying {
+		t.Fatal(s)
+	}
+	_, err = e.submit(SubmitRequest{})
+	wantCode(t, err, CodeQueueFull)
+	// A finished task frees its place.
+	e.clock.Step(2 * time.Hour)
+	e.b.PromoteDue(ctx, e.q, 10)
+	d, _ = e.deliver("c")
+	e.complete(d, Outcome{})
+	e.mustSubmit(SubmitRequest{})
+}
+
+// A finished task's payload is dropped from Redis when it succeeded, was
+// cancelled or expired (it never runs again; its result and idempotency record
+// stay), and kept when it failed or was dead-lettered: those can be requeued
+// or retried.
+func TestFinishedTaskPayload(t *testing.T) {
+	e := newEnv(t, func(c *QueueConfig) { c.DeadLetter = true })
+	p := raw(`{"order":42}`)
+	ok := e.mustSubmit(SubmitRequest{Payload: p, IdempotencyKey: "ok"})
+	d, _ := e.deliver("c")
+	e.complete(d, Outcome{Result: raw(`{"done":true}`)})
+	got := e.task(ok.ID)
+	if got.State != StateSucceeded || got.Payload != nil || string(got.Result) != `{"done":true}` {
+		t.Fatalf("succeeded: %+v, want no payload and the result", got)
+	}
+	if r := e.record("ok"); r.State != IdempotencyCompleted {
+		t.Fatalf("record %+v", r)
+	}
+	cancelled := e.mustSubmit(SubmitRequest{Payload: p})
+	e.b.Cancel(ctx, e.q, cancelled.ID)
+	expired := e.mustSubmit(SubmitRequest{Payload: p, ExpiresAt: e.clock.Now().Add(time.Second)})
+	e.clock.Step(2 * time.Second)
+	if ds, _ := e.b.Read(ctx, e.q, "c", 10, 0); len(ds) != 1 {
+		t.Fatalf("read %v", ds)
+	} else if sr, _ := e.b.Start(ctx, e.q, "c", ds[0]); sr.Reason != "expired" {
+		t.Fatalf("%+v", sr)
+	}
+	for _, id := range []string{cancelled.ID, expired.ID} {
+		if got := e.task(id); !got.State.Terminal() || got.Payload != nil {
+			t.Fatalf("%s: %s with payload %s, want none", id, got.State, got.Payload)
+		}
+	}
+	dead := e.mustSubmit(SubmitRequest{Payload: p})
+	d, _ = e.deliver("c")
+	e.complete(d, Outcome{Err: "permanent"})
+	if got := e.task(dead.ID); got.State != StateDeadLettered || string(got.Payload) != string(p) {
+		t.Fatalf("dead-lettered: %s payload %s, want it kept", got.State, got.Payload)
+	}
+	if rq, err := e.b.Requeue(ctx, e.q, dead.ID); err != nil || string(rq.Payload) != string(p) {
+		t.Fatalf("requeue: %+v %v", rq, err)
 	}
 }
 
@@ -527,7 +597,7 @@ func TestStartIsIdempotentForTheSameWorker(t *testing.T) {
 	e := newEnv(t)
 	task := e.mustSubmit(SubmitRequest{Priority: 5})
 	d, _ := e.deliver("c1")
-	again, err := e.b.Start(ctx, e.q, "c1", d)
+	again, err := e.b.Start(ctx, e.q, "c1", d.Delivery)
 	if err != nil || !again.Run || again.Task.Attempt != 1 {
 		t.Fatalf("second Start: %+v, %v; want run at attempt 1", again, err)
 	}
@@ -536,5 +606,9 @@ func TestStartIsIdempotentForTheSameWorker(t *testing.T) {
 	}
 	if got := e.task(task.ID); got.State != StateSucceeded || got.Attempt != 1 {
 		t.Fatalf("task %+v, want Succeeded at attempt 1", got)
+	}
+	// So must Complete: the same execution completed again gets its state back.
+	if s := e.complete(d, Outcome{Err: "late", Retryable: true}); s != StateSucceeded {
+		t.Fatalf("second Complete: state %s, want Succeeded", s)
 	}
 }

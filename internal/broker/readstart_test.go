@@ -29,7 +29,7 @@ func TestReadStartCapsTotalP9FirstAndStarts(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 	// The delivery completes like one from Read+Start.
-	if s := e.complete(ss[0].Delivery, Outcome{}); s != StateSucceeded {
+	if s := e.complete(Execution{Delivery: ss[0].Delivery, WorkerID: "w1", Attempt: 1}, Outcome{}); s != StateSucceeded {
 		t.Fatal(s)
 	}
 	// Starting it again (a client retry) is what Start would answer.

@@ -15,7 +15,11 @@ import "github.com/redis/go-redis/v9"
 //
 // A task hash gets its retention TTL only when the task finishes (finish,
 // exhaust, complete): retention counts from the end, so a task waiting in a long
-// backlog, delayed, or retrying never expires before it has run.
+// backlog, delayed, or retrying never expires before it has run. Its
+// idempotency record is written without expiry and gets the queue's
+// idempotency TTL at the same moment (idem_update), for the same reason: a
+// record that expired while its task waited would let a second submission of
+// the key become a second logical task.
 
 // luaLib is prepended to every script.
 const luaLib = `
@@ -44,9 +48,24 @@ local function record(id, state, nowtxt)
   return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
 end
 
--- idem_update moves the task's idempotency record to state with SET XX KEEPTTL
--- (the seed: only if it exists, keeping its expiry), and only while the record
--- still names this task.
+local TASK_TTL -- the queue's task retention, read on first use
+local function task_ttl()
+  TASK_TTL = TASK_TTL or redis.call("HGET", P .. "config", "task_ttl_ms") or "604800000"
+  return TASK_TTL
+end
+
+local IDEM_TTL -- the queue's idempotency TTL, read on first use
+local function idem_ttl()
+  IDEM_TTL = IDEM_TTL or redis.call("HGET", P .. "config", "idem_ttl_ms") or "86400000"
+  return IDEM_TTL
+end
+
+-- idem_update moves the task's idempotency record to the terminal state
+-- (completed or failed) with SET XX (the seed: only if it exists), and only
+-- while the record still names this task. The record had no expiry while the
+-- task was not terminal; it now gets the idempotency TTL, counted from the end
+-- (the seed's KEEPTTL kept the TTL set at acquisition, which a long delay,
+-- backlog or retries could outlast).
 local function idem_update(ikey, id, state, nowtxt)
   if not ikey or ikey == "" then return end
   local rk = k_idem(ikey)
@@ -54,20 +73,15 @@ local function idem_update(ikey, id, state, nowtxt)
   if not cur then return end
   local ok, rec = pcall(cjson.decode, cur)
   if not ok or rec.task_id ~= id then return end
-  redis.call("SET", rk, record(id, state, nowtxt), "XX", "KEEPTTL")
-end
-
-local TASK_TTL -- the queue's task retention, read on first use
-local function task_ttl()
-  TASK_TTL = TASK_TTL or redis.call("HGET", P .. "config", "task_ttl_ms") or "604800000"
-  return TASK_TTL
+  redis.call("SET", rk, record(id, state, nowtxt), "XX", "PX", idem_ttl())
 end
 
 -- finish ends a task in a terminal state that maps to the record's "failed"
--- (Cancelled, Expired): hash, event, idempotency record.
+-- (Cancelled, Expired): hash (its payload dropped: the task never runs
+-- again), event, idempotency record.
 local function finish(id, state, evtype, attempt, ikey, now, nowtxt)
   local tk = k_task(id)
-  redis.call("HSET", tk, "state", state, "finished_at", now)
+  redis.call("HSET", tk, "state", state, "finished_at", now, "payload", "")
   redis.call("PEXPIRE", tk, task_ttl())
   event(evtype, id, attempt, now)
   idem_update(ikey, id, "failed", nowtxt)
@@ -211,14 +225,21 @@ func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 // "busy" with the first's task ID; the depth gate counts entries admitted
 // earlier in the batch), and an item that is refused writes nothing.
 //
+// The depth gate counts every unfinished task: the streams' entries (queued
+// and in flight) and the schedule's members (delayed and retrying), so a flood
+// of delayed work cannot bypass backpressure. The idempotency record is written
+// without expiry: it gets the idempotency TTL when its task ends (idem_update).
+//
 // KEYS[1] config, KEYS[2] schedule, KEYS[3..12] streams p0..p9; then per item
 // i (from 0) KEYS[13+2i] its task hash, KEYS[14+2i] its idempotency record (the
 // config key again when it has no idempotency key).
-// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 11 per item from ARGV[4+11i]:
+// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 12 per item from ARGV[4+12i]:
 // task id, idempotency key ("" none), compact payload size, type, payload,
 // priority, max attempts (0: queue default), timeout ms (0: queue default),
 // not-before ms (0: now), expires-at ms (0: never), "1" when the caller chose
-// the ID (so it may exist already), "0" when it is fresh random.
+// the ID (so it may exist already), "0" when it is fresh random, "1" when a
+// Task CR submits it (the hash gets from_cr, which the orphan sweep reads),
+// else "0".
 // Returns {"notfound"} (queue config missing: nothing written) or
 // {"ok", {item reply}...} with one reply per item, one of
 //
@@ -232,8 +253,8 @@ func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 // It is the hot path. On Redis 7.0 a write from a script costs about 2 us on top
 // of the command (the first one about 5 us), reads far less, so it writes only
 // what the contract needs: record, stream entry (or schedule member) and task
-// hash per task; the call, the config read, the depth gate's ten XLENs and the
-// TaskQueued event are paid once per batch (one events entry lists the batch's
+// hash per task; the call, the config read, the depth gate's ten XLENs and
+// ZCARD and the TaskQueued event are paid once per batch (one events entry lists the batch's
 // new tasks in a "tasks" field; ReadEvents expands it to one Event per task).
 // The task hash gets its retention TTL when the task finishes (finish, exhaust,
 // complete), not here: retention counts from the end, so a task waiting in a
@@ -246,11 +267,11 @@ local function k_result(id) return P .. "result:" .. id end
 local function record(id, state, nowtxt)
   return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
 end
-local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms", "idem_ttl_ms")
+local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms")
 if not cfg[1] then return {"notfound"} end
 local maxDepth, maxPayload = tonumber(cfg[1]), tonumber(cfg[2])
 local now, nowms, nowtxt = ARGV[2], tonumber(ARGV[2]), ARGV[3]
-local depth -- read on first use, then counts the entries this batch added
+local depth -- read on first use, then counts the tasks this batch added
 local queued = {} -- IDs of the new tasks, for the batch's one TaskQueued event
 
 local function submit(tk, rk, a)
@@ -271,7 +292,7 @@ local function submit(tk, rk, a)
     end
   end
   if not depth then
-    depth = 0
+    depth = redis.call("ZCARD", KEYS[2])
     for i = 3, 12 do depth = depth + redis.call("XLEN", KEYS[i]) end
   end
   if depth >= maxDepth then return {"full", depth, cfg[1]} end
@@ -280,7 +301,7 @@ local function submit(tk, rk, a)
   local maxAttempts = ARGV[a + 6] ~= "0" and ARGV[a + 6] or cfg[3]
   local timeout = ARGV[a + 7] ~= "0" and ARGV[a + 7] or cfg[4]
   if ikey ~= "" then
-    redis.call("SET", rk, record(id, "processing", nowtxt), "NX", "PX", cfg[5])
+    redis.call("SET", rk, record(id, "processing", nowtxt), "NX")
   end
   local notBefore = ARGV[a + 8]
   local state, avail, msg = "Queued", now, ""
@@ -289,8 +310,8 @@ local function submit(tk, rk, a)
     redis.call("ZADD", KEYS[2], notBefore, id)
   else
     msg = redis.call("XADD", KEYS[3 + tonumber(prio)], "*", "t", id, "a", 1)
-    depth = depth + 1
   end
+  depth = depth + 1
   -- Fields at their default are left out (each costs a little): no ikey
   -- without a key, no expires_at without expiry, available_at only when it is
   -- not created_at, msg only for a stream entry (readers treat absent as such).
@@ -298,6 +319,7 @@ local function submit(tk, rk, a)
     "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout, "created_at", now}
   if ikey ~= "" then f[#f + 1] = "ikey"; f[#f + 1] = ikey end
   if ARGV[a + 9] ~= "0" then f[#f + 1] = "expires_at"; f[#f + 1] = ARGV[a + 9] end
+  if ARGV[a + 11] == "1" then f[#f + 1] = "from_cr"; f[#f + 1] = "1" end
   if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg else f[#f + 1] = "available_at"; f[#f + 1] = avail end
   redis.call("HSET", tk, unpack(f))
   queued[#queued + 1] = id
@@ -305,8 +327,8 @@ local function submit(tk, rk, a)
 end
 
 local out = {}
-for i = 0, (#ARGV - 3) / 11 - 1 do
-  local ok, r = pcall(submit, KEYS[13 + 2 * i], KEYS[14 + 2 * i], 4 + 11 * i)
+for i = 0, (#ARGV - 3) / 12 - 1 do
+  local ok, r = pcall(submit, KEYS[13 + 2 * i], KEYS[14 + 2 * i], 4 + 12 * i)
   out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
 end
 if #queued > 0 then -- a failure here must not fail tasks already written; the resync covers a lost event
@@ -376,18 +398,27 @@ return out
 
 // completeBatchScript records the outcomes of a batch of executions, in order,
 // each exactly as if completed alone, in the seed's write order: task hash,
-// event, result (or schedule / dead-letter entry), idempotency record (SET XX
-// KEEPTTL), then XACK+XDEL of the entry (of all the batch's entries at the end,
-// one XACK and one XDEL per stream). The config is read once per batch.
+// event, result (or schedule / dead-letter entry), idempotency record (SET XX,
+// see idem_update), then XACK+XDEL of the entry (of all the batch's entries at
+// the end, one XACK and one XDEL per stream). The config is read once per
+// batch. A succeeded task's payload is dropped (it never runs again); a failed
+// or dead-lettered one keeps it, for a requeue or a retry.
+//
+// Fencing: an item counts only when the task is Running the very execution it
+// names: the same entry, worker and attempt (start_entry moves worker and
+// attempt when a reclaimed copy starts elsewhere). Any other completion is
+// stale and changes nothing; its entry is acknowledged only when it is no
+// longer the task's current one or the task has moved on, never while
+// another execution of it runs.
 //
 // KEYS[1] config, KEYS[2] schedule; per item i (from 0) KEYS[3+2i] task hash,
 // KEYS[4+2i] the entry's stream.
-// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 7 per item from ARGV[4+7i]:
-// entry id, kind (ok, error, cancel), result JSON, error message, error class,
-// retryable (0/1), jitter sample in [-1, 1].
-// Returns one reply per item: {state}, the new state, or the unchanged state
-// when the entry is not the task's running execution (a stale completion: only
-// the ack happens); or {"err", message} for a Redis error in that item only.
+// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 9 per item from ARGV[4+9i]:
+// entry id, worker id, attempt, kind (ok, error, cancel), result JSON, error
+// message, error class, retryable (0/1), jitter sample in [-1, 1].
+// Returns one reply per item: {state}, the new state; {"stale", state} for a
+// stale completion (state "" when the task is gone); or {"err", message} for a
+// Redis error in that item only.
 var completeBatchScript = script(`
 local now, nowtxt = ARGV[2], ARGV[3]
 local cfg -- read on first use
@@ -406,23 +437,29 @@ local function ack(stream, msgid)
   ids[#ids + 1] = msgid
 end
 local function complete(tk, stream, a)
-  local msgid = ARGV[a]
-  local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "msg", "ikey", "type")
+  local msgid, worker, runAttempt, kind = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local res, errmsg, class, retryable, jitter = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+  local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "msg", "ikey", "type", "worker_id")
   local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
-  if state ~= "Running" or h[5] ~= msgid then
-    ack(stream, msgid)
-    return {state or ""}
+  if state ~= "Running" or h[5] ~= msgid or h[8] ~= worker or h[3] ~= runAttempt then
+    if h[5] ~= msgid or (state ~= "Running" and state ~= "Queued") then ack(stream, msgid) end
+    -- This very execution, already recorded: a client retry whose first reply
+    -- was lost gets the same answer.
+    if h[5] == msgid and h[8] == worker and h[3] == runAttempt then return {state} end
+    return {"stale", state or ""}
   end
-  cfg = cfg or redis.call("HMGET", KEYS[1], "task_ttl_ms", "result_ttl_ms", "result_max", "retry_base_ms", "retry_max_ms", "retry_jitter")
-  local kind = ARGV[a + 1]
+  if not cfg then
+    cfg = redis.call("HMGET", KEYS[1], "task_ttl_ms", "result_ttl_ms", "result_max", "retry_base_ms", "retry_max_ms", "retry_jitter", "idem_ttl_ms")
+    TASK_TTL, IDEM_TTL = cfg[1], cfg[7] -- for finish, exhaust and idem_update
+  end
   if kind == "ok" then
     state = "Succeeded"
-    local res, max = ARGV[a + 2], tonumber(cfg[3])
+    local max = tonumber(cfg[3])
     if #res > max then
       res = cjson.encode(string.sub(res, 1, max))
-      redis.call("HSET", tk, "state", state, "finished_at", now, "result_truncated", 1)
+      redis.call("HSET", tk, "state", state, "finished_at", now, "payload", "", "result_truncated", 1)
     else
-      redis.call("HSET", tk, "state", state, "finished_at", now)
+      redis.call("HSET", tk, "state", state, "finished_at", now, "payload", "")
     end
     redis.call("PEXPIRE", tk, cfg[1])
     event("TaskSucceeded", id, attempt, now)
@@ -432,17 +469,17 @@ local function complete(tk, stream, a)
   elseif kind == "cancel" then
     state = "Cancelled"
     finish(id, state, "TaskCancelled", attempt, h[6], now, nowtxt)
-  elseif ARGV[a + 5] == "1" and attempt < maxAttempts then
+  elseif retryable == "1" and attempt < maxAttempts then
     state = "Retrying"
     local delay = math.min(tonumber(cfg[5]), tonumber(cfg[4]) * 2 ^ (attempt - 1))
-    delay = math.max(0, math.floor(delay * (1 + tonumber(cfg[6]) * tonumber(ARGV[a + 6]))))
+    delay = math.max(0, math.floor(delay * (1 + tonumber(cfg[6]) * tonumber(jitter))))
     local due = int(tonumber(now) + delay)
     redis.call("HSET", tk, "state", state, "finished_at", now, "available_at", due,
-      "last_error", ARGV[a + 3], "error_class", ARGV[a + 4])
+      "last_error", errmsg, "error_class", class)
     event("TaskRetryScheduled", id, attempt, now)
     redis.call("ZADD", KEYS[2], due, id)
   else
-    state = exhaust(id, attempt, h[6], h[7], ARGV[a + 3], ARGV[a + 4], now, nowtxt)
+    state = exhaust(id, attempt, h[6], h[7], errmsg, class, now, nowtxt)
   end
   ack(stream, msgid)
   return {state}
@@ -450,13 +487,42 @@ end
 
 local out = {}
 for i = 0, (#KEYS - 2) / 2 - 1 do
-  out[i + 1] = try(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 4 + 7 * i)
+  out[i + 1] = try(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 4 + 9 * i)
 end
 for _, stream in ipairs(streams) do
   redis.call("XACK", stream, "workers", unpack(acks[stream]))
   redis.call("XDEL", stream, unpack(acks[stream]))
 end
 return out
+`)
+
+// touchScript resets the idle time of in-flight entries (XCLAIM JUSTID, idle
+// 0) so a live worker's long tasks are not reclaimed, fenced like
+// completeBatchScript: an entry is touched only while its task is Running the
+// very execution the item names (entry, worker, attempt) and the entry is
+// pending for this consumer. An entry another worker has reclaimed is left to
+// its new owner: never claimed back.
+//
+// KEYS per item i (from 0): KEYS[1+2i] task hash, KEYS[2+2i] the entry's stream.
+// ARGV[1] prefix, [2] consumer, then 3 per item from ARGV[3+3i]: entry id,
+// worker id, attempt.
+// Returns the positions (from 1) of the items that are no longer their
+// execution's: their handlers should stop.
+var touchScript = script(`
+local consumer = ARGV[2]
+local lost = {}
+for i = 0, #KEYS / 2 - 1 do
+  local stream, a = KEYS[2 + 2 * i], 3 + 3 * i
+  local msgid, worker, attempt = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local h = redis.call("HMGET", KEYS[1 + 2 * i], "state", "msg", "worker_id", "attempt")
+  if h[1] == "Running" and h[2] == msgid and h[3] == worker and h[4] == attempt and
+    #redis.call("XPENDING", stream, "workers", msgid, msgid, 1, consumer) == 1 then
+    redis.call("XCLAIM", stream, "workers", consumer, 0, msgid, "JUSTID")
+  else
+    lost[#lost + 1] = i + 1
+  end
+end
+return lost
 `)
 
 // promoteScript moves up to ARGV[4] due schedule members to their streams:
@@ -524,10 +590,11 @@ return {"Cancelled"}
 `)
 
 // requeueScript puts a DeadLettered task back on its stream with attempt 1,
-// removes its dead-letter entry and resets its idempotency record to processing
-// with a full TTL (unless the key now belongs to another task).
+// removes its dead-letter entry and resets its idempotency record to
+// processing, without expiry until the task ends again (unless the key now
+// belongs to another task).
 //
-// KEYS[1] task hash, KEYS[2] dead-letter stream, KEYS[3] config.
+// KEYS[1] task hash, KEYS[2] dead-letter stream.
 // ARGV[1] prefix, [2] task id, [3] now ms, [4] nowtxt.
 // Returns {"notfound"}, {"conflict", state} or {"ok", HGETALL task}.
 var requeueScript = script(`
@@ -545,8 +612,7 @@ if h[5] and h[5] ~= "" then
   local cur = redis.call("GET", rk)
   local ok, rec = pcall(cjson.decode, cur or "")
   if not cur or (ok and rec.task_id == id) then
-    local ttl = redis.call("HGET", KEYS[3], "idem_ttl_ms") or "86400000"
-    redis.call("SET", rk, record(id, "processing", ARGV[4]), "PX", ttl)
+    redis.call("SET", rk, record(id, "processing", ARGV[4]))
   end
 end
 event("TaskRetried", id, 1, now)

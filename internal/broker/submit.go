@@ -92,8 +92,10 @@ func msOrZero(t time.Time) int64 {
 //
 // The request is validated here (INVALID_TASK); the payload limit and depth gate
 // come from the queue's config and are checked in the script (PAYLOAD_TOO_LARGE
-// before the depth gate, replays before both). The gate applies to delayed
-// tasks too, so a flood of delayed work cannot bypass backpressure.
+// before the depth gate, replays before both). The gate counts every
+// unfinished task, delayed and retrying ones in the schedule included, so a
+// flood of delayed work cannot bypass backpressure. The idempotency record
+// has no expiry until its task ends (see QueueConfig.IdempotencyTTL).
 //
 // Concurrent Submits to one queue are coalesced into one script call (see
 // batch.go) that handles them in arrival order, each with exactly the result it
@@ -132,7 +134,7 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 	cfgKey := k.config() // also the record key of items without an idempotency key
 	keys := make([]string, 0, 2+Bands+2*len(items))
 	keys = append(append(keys, cfgKey, k.schedule()), k.streams()...)
-	args := make([]any, 0, 3+11*len(items))
+	args := make([]any, 0, 3+12*len(items))
 	args = append(args, k.prefix, now, nowtxt)
 	notBefore := make([]int64, len(items))
 	for i, it := range items {
@@ -144,9 +146,13 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 		if nb := msOrZero(r.NotBefore); nb > now {
 			notBefore[i] = nb
 		}
+		fromCR := "0"
+		if r.FromTaskCR {
+			fromCR = "1"
+		}
 		keys = append(keys, k.task(r.ID), idemKey)
 		args = append(args, r.ID, r.IdempotencyKey, len(it.payload), r.Type, it.payload,
-			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID)
+			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR)
 	}
 	v, err := submitBatchScript.Run(ctx, b.fast, keys, args...).Slice()
 	if err != nil {

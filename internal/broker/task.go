@@ -44,7 +44,7 @@ func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
 	if _, ok := m["available_at"]; !ok {
 		ti.AvailableAt = ti.CreatedAt // submit leaves it out when it is created_at
 	}
-	if p, ok := m["payload"]; ok {
+	if p := m["payload"]; p != "" { // "" once the task succeeded, was cancelled or expired
 		ti.Payload = json.RawMessage(p)
 	}
 	return ti
