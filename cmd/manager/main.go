@@ -42,6 +42,7 @@ import (
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/controllers"
+	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
@@ -62,6 +63,7 @@ func main() {
 		workerRedisSecret                string
 		leaderElect, secureMetrics       bool
 		routineEvents, isolation         bool
+		allowEviction                    bool
 		qps                              float64
 		burst                            int
 	)
@@ -84,6 +86,8 @@ func main() {
 		"<secret>/<key> in each Queue's namespace holding the workers' Redis URL; overrides --worker-redis-url.")
 	flag.BoolVar(&routineEvents, "routine-task-events", false,
 		"Also emit the Normal Submitted and Succeeded Events of every Task (each Event is an API write).")
+	flag.BoolVar(&allowEviction, "allow-redis-eviction", false,
+		"Start even when Redis's maxmemory-policy is not noeviction (Redis may then evict idempotency records or tasks: duplicate runs and lost tasks follow).")
 	flag.Float64Var(&qps, "kube-api-qps", 100, "Queries per second to the API server (client-go's default of 20 would cap the CR path at about 20 tasks/s).")
 	flag.IntVar(&burst, "kube-api-burst", 200, "Burst of queries to the API server.")
 	opts := zap.Options{Development: true}
@@ -96,6 +100,10 @@ func main() {
 	rdb, err := connectRedis(conn)
 	if err != nil {
 		setupLog.Error(err, "Redis is unreachable; start it or pass --redis-url / DTQ_REDIS_URL")
+		os.Exit(1)
+	}
+	if err := checkRedis(rdb, allowEviction); err != nil {
+		setupLog.Error(err, "Redis is not fit for dtq; fix the setting, or pass --allow-redis-eviction to start anyway")
 		os.Exit(1)
 	}
 
@@ -192,6 +200,18 @@ func workersRedisURL(managerURL, workerURL string) (string, error) {
 	}
 	u.User = nil
 	return u.String(), nil
+}
+
+// checkRedis runs the engine's start-up check of the Redis settings
+// (maxmemory-policy, persistence) and logs its warnings.
+func checkRedis(rdb redis.UniversalClient, allowEviction bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	warnings, err := broker.CheckRedis(ctx, rdb, allowEviction)
+	for _, w := range warnings {
+		setupLog.Info("WARNING: " + w)
+	}
+	return err
 }
 
 func envOr(key, def string) string {

@@ -7,20 +7,25 @@
 // (package metricsauth).
 //
 // DTQ_DEMO_CRASH=true also registers the "crash" handler, which SIGKILLs the
-// process; it exists for crash tests only.
+// process; it exists for crash tests only. DTQ_DEMO_CHAOS_LOG=<file> also
+// registers the "chaos" handler, the fault suite's witness, which appends one
+// line per execution to that file.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/pkg/redisconn"
 	"github.com/dtq-dev/dtq/pkg/worker"
 	"github.com/dtq-dev/dtq/pkg/worker/metricsauth"
 )
@@ -70,7 +75,34 @@ func run() error {
 	if os.Getenv("DTQ_DEMO_CRASH") == "true" {
 		demo.RegisterCrash(mux)
 	}
+	if path := os.Getenv(demo.EnvChaosLog); path != "" {
+		log, err := demo.OpenChaosLog(path)
+		if err != nil {
+			return err
+		}
+		defer log.Close()
+		effects, err := noRetryClient(cfg.RedisConn)
+		if err != nil {
+			return err
+		}
+		defer effects.Close()
+		demo.RegisterChaos(mux, effects, log, srv.WorkerID())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return srv.Run(ctx)
+}
+
+// noRetryClient is a client of conn that never re-sends a command (go-redis's
+// max_retries=-1), for the chaos handler's increment.
+func noRetryClient(conn redisconn.Config) (redis.UniversalClient, error) {
+	u, err := url.Parse(conn.URL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", redisconn.EnvURL, err)
+	}
+	q := u.Query()
+	q.Set("max_retries", "-1")
+	u.RawQuery = q.Encode()
+	conn.URL = u.String()
+	return conn.Client()
 }

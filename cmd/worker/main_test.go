@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/testutil"
+	"github.com/dtq-dev/dtq/internal/testutil/chaoscheck"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/worker/workertest"
 )
@@ -233,8 +237,9 @@ func TestCrashLoopEndsDeadLettered(t *testing.T) {
 }
 
 // SIGTERM during work: in-flight tasks finish within the drain budget, unread
-// entries stay in the stream and run on another worker, and every task id
-// submitted ends Succeeded exactly once on its first attempt.
+// entries stay in the stream and run on another worker, and every task
+// submitted ends Succeeded, executed exactly once on its first attempt (the
+// chaos handler's execution log says so, not the task records).
 func TestSIGTERMDrainLosesNothing(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -243,13 +248,18 @@ func TestSIGTERMDrainLosesNothing(t *testing.T) {
 	o.Concurrency = 2
 	o.DrainTimeout = 8 * time.Second
 	workertest.EnsureQueue(t, rdb, o)
+	chaosLog := filepath.Join(t.TempDir(), "executions")
+	chaosEnv := demo.EnvChaosLog + "=" + chaosLog
 
 	const n = 10
 	ids := map[string]bool{}
-	for range n {
-		ids[workertest.Submit(t, rdb, o, demo.Sleep, demo.SleepPayload{Seconds: 1}, workertest.SubmitOptions{})] = true
+	keys := map[string]string{} // task ID -> logical key
+	for i := range n {
+		key := fmt.Sprintf("drain-%d", i)
+		id := workertest.Submit(t, rdb, o, demo.Chaos, demo.ChaosPayload{Key: key, HoldSeconds: 1}, workertest.SubmitOptions{})
+		ids[id], keys[id] = true, key
 	}
-	a := startWorker(t, srv, o, "drain-a")
+	a := startWorker(t, srv, o, "drain-a", chaosEnv)
 	// Wait until both slots are busy, then SIGTERM.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -301,16 +311,81 @@ func TestSIGTERMDrainLosesNothing(t *testing.T) {
 		t.Fatalf("after drain: in flight %d (%v)", stats.InFlight, err)
 	}
 
-	startWorker(t, srv, o, "drain-b")
-	out := map[string]bool{}
+	startWorker(t, srv, o, "drain-b", chaosEnv)
+	var tasks []chaoscheck.Logical
 	for id := range ids {
 		ti := waitState(t, rdb, o, id, 30*time.Second, terminal)
-		if ti.State != broker.StateSucceeded || ti.Attempt != 1 {
-			t.Fatalf("task %s: %s attempt %d", id, ti.State, ti.Attempt)
-		}
-		out[id] = true
+		tasks = append(tasks, chaoscheck.Logical{Key: keys[id], TaskIDs: []string{id},
+			Succeeded: ti.State == broker.StateSucceeded, Attempt: ti.Attempt, MaxAttempts: ti.MaxAttempts})
 	}
-	if len(out) != n {
-		t.Fatalf("%d of %d tasks came out", len(out), n)
+	r := check(t, rdb, chaosLog, tasks)
+	if !r.OK() || r.Redeliveries != 0 || r.Accepted != n {
+		t.Fatalf("%s, want %d accepted, each executed once\n%s", r, n, r.Details(10))
+	}
+}
+
+// check runs the chaos checker on tasks with the log at path and the effect
+// counters in rdb.
+func check(t *testing.T, rdb redis.UniversalClient, path string, tasks []chaoscheck.Logical) chaoscheck.Report {
+	t.Helper()
+	log, err := demo.ReadChaosLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects := map[string]int64{}
+	for _, lt := range tasks {
+		n, err := rdb.Get(context.Background(), demo.ChaosEffectPrefix+lt.Key).Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		effects[lt.Key] = n
+	}
+	r := chaoscheck.Check(tasks, log, effects)
+	t.Log(r)
+	return r
+}
+
+// A zombie worker, paused (SIGSTOP) past the visibility timeout while it runs
+// a task and resumed (SIGCONT) while a peer runs the reclaimed copy, neither
+// claims the entry back nor records its own execution: it learns from its
+// heartbeat that it lost the lease and stops its handler. The peer's attempt 2
+// is the task's outcome.
+func TestZombieWorkerIsFenced(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	o := options() // visibility 1s, heartbeat 250ms
+	workertest.EnsureQueue(t, rdb, o)
+	chaosLog := filepath.Join(t.TempDir(), "executions")
+	chaosEnv := demo.EnvChaosLog + "=" + chaosLog
+
+	zombie := startWorker(t, srv, o, "zombie", chaosEnv)
+	id := workertest.Submit(t, rdb, o, demo.Chaos, demo.ChaosPayload{Key: "z", HoldSeconds: 4}, workertest.SubmitOptions{MaxAttempts: 3})
+	waitState(t, rdb, o, id, 20*time.Second, func(ti broker.TaskInfo) bool { return ti.State == broker.StateRunning && ti.WorkerID == "zombie" })
+	if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, srv, o, "peer", chaosEnv)
+	waitState(t, rdb, o, id, 20*time.Second, func(ti broker.TaskInfo) bool { return ti.WorkerID == "peer" })
+	if err := zombie.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+
+	ti := waitState(t, rdb, o, id, 30*time.Second, terminal)
+	var res demo.ChaosResult
+	_ = json.Unmarshal(ti.Result, &res)
+	if ti.State != broker.StateSucceeded || ti.Attempt != 2 || res != (demo.ChaosResult{Attempt: 2, Worker: "peer"}) {
+		t.Fatalf("task %s attempt %d result %s, want Succeeded with the peer's attempt 2", ti.State, ti.Attempt, ti.Result)
+	}
+	r := check(t, rdb, chaosLog, []chaoscheck.Logical{{Key: "z", TaskIDs: []string{id}, Succeeded: true, Attempt: ti.Attempt, MaxAttempts: 3}})
+	if !r.OK() || r.Redeliveries != 1 {
+		t.Fatalf("%s, want one execution each by the zombie and the peer\n%s", r, r.Details(10))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(zombie.out.String(), "lease lost") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the zombie never reported its lost lease:\n%s", zombie.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

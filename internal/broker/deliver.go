@@ -398,25 +398,26 @@ func (b *Broker) Touch(ctx context.Context, q QueueRef, consumer string, xs []Ex
 	return lost, nil
 }
 
-// CancelRequested returns the subset of ids whose cancel was requested.
+// CancelRequested returns the subset of ids whose cancel was requested, or
+// whose task is gone (its queue was deleted): their handlers should stop.
 func (b *Broker) CancelRequested(ctx context.Context, q QueueRef, ids []string) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	k := keysFor(q)
-	cmds := make([]*redis.StringCmd, len(ids))
+	cmds := make([]*redis.SliceCmd, len(ids))
 	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.HGet(ctx, k.task(id), "cancel_requested")
+			cmds[i] = p.HMGet(ctx, k.task(id), "state", "cancel_requested")
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return nil, fmt.Errorf("broker: cancel flags of %s: %w", q, err)
 	}
 	var out []string
 	for i, c := range cmds {
-		if c.Val() == "1" {
+		if v := c.Val(); len(v) == 2 && (v[0] == nil || v[1] == "1") {
 			out = append(out, ids[i])
 		}
 	}

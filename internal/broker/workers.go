@@ -10,7 +10,8 @@ import (
 )
 
 // Heartbeat writes the worker's record with a TTL of three intervals.
-// LastHeartbeat is set from the broker's clock.
+// LastHeartbeat is set from the broker's clock. The queue's set of workers
+// gets the same TTL, so it goes with the last worker of a deleted queue.
 func (b *Broker) Heartbeat(ctx context.Context, q QueueRef, w WorkerInfo, interval time.Duration) error {
 	k := keysFor(q)
 	now, _ := b.now()
@@ -19,6 +20,7 @@ func (b *Broker) Heartbeat(ctx context.Context, q QueueRef, w WorkerInfo, interv
 			"active", w.Active, "status", w.Status, "started_at", msOrZero(w.StartedAt), "last_heartbeat", now)
 		p.PExpire(ctx, k.worker(w.ID), 3*interval)
 		p.ZAdd(ctx, k.workers(), redis.Z{Score: float64(now), Member: w.ID})
+		p.PExpire(ctx, k.workers(), 3*interval)
 		return nil
 	})
 	if err != nil {

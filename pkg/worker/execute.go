@@ -52,12 +52,14 @@ func (s *Server) process(e *execution) {
 	execCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	s.mu.Lock()
-	if e.interrupted {
-		// The drain budget ran out before the handler ran: leave the task
-		// Running with its entry pending, exactly a crash. A peer reclaims it
-		// after the visibility timeout and runs it as attempt+1.
+	e.attempt = ti.Attempt
+	if e.interrupted || e.leaseLost {
+		// The drain budget ran out, or the lease was lost, before the
+		// handler ran: leave the task Running with its entry pending, exactly
+		// a crash. A peer reclaims it after the visibility timeout and runs
+		// it as attempt+1.
 		s.mu.Unlock()
-		log().Warn("drain budget exhausted before the handler ran; left for redelivery", "attempt", ti.Attempt)
+		log().Warn("drain budget exhausted or lease lost before the handler ran; left for redelivery", "attempt", ti.Attempt)
 		return
 	}
 	e.cancel = cancel
@@ -78,10 +80,17 @@ func (s *Server) process(e *execution) {
 	s.m.execution.WithLabelValues(lbl...).Observe(time.Since(startedAt).Seconds())
 
 	cause := context.Cause(ctx)
-	if errors.Is(cause, errInterrupted) {
+	switch {
+	case errors.Is(cause, errInterrupted):
 		// Never acknowledge interrupted work: the entry stays pending and is
 		// redelivered (attempt+1) after the visibility timeout.
 		log().Warn("handler interrupted by drain; left for redelivery", "attempt", task.Attempt)
+		return
+	case errors.Is(cause, errLeaseLost) && herr != nil:
+		// Stopped because a peer runs (or may run) the task: its failure is
+		// ours, not the task's. A handler that finished anyway is completed
+		// below, and the engine's fencing decides whether it still counts.
+		log().Warn("handler stopped: lease lost; left to the redelivery", "attempt", task.Attempt)
 		return
 	}
 	var out broker.Outcome
@@ -105,10 +114,15 @@ func (s *Server) process(e *execution) {
 		s.m.failed.WithLabelValues(lbl...).Inc()
 	}
 	var state broker.State
+	x := s.execution(e)
 	err := retryConn(context.Background(), func(ctx context.Context) (err error) {
-		state, err = s.b.Complete(ctx, s.q, d, out)
+		state, err = s.b.Complete(ctx, s.q, x, out)
 		return err
 	})
+	if errors.Is(err, broker.ErrStaleExecution) {
+		log().Warn("completion not recorded: another worker took the task over", "attempt", task.Attempt, "state", string(state))
+		return
+	}
 	if err != nil {
 		log().Error("complete; the entry stays pending and will be redelivered", "err", err)
 		return

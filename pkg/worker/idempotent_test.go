@@ -132,19 +132,36 @@ func TestIdempotentOperationCrashedHolderBlocksOnlyTheLease(t *testing.T) {
 	if d := time.Since(t0); d > 5*time.Second {
 		t.Fatalf("waited %s for a 400ms lease", d)
 	}
-	// A live holder renews its lease beyond its length.
+	// A live holder renews its lease beyond its length: a contender that
+	// arrives after the first lease would have lapsed waits for the result
+	// instead of running fn a second time.
 	var runs atomic.Int32
-	ran, _, err = worker.IdempotentOperation(ctx, rdb, "op:long", time.Hour, func(ctx context.Context) (int, error) {
+	long := func(ctx context.Context) (int, error) {
 		runs.Add(1)
 		select {
-		case <-time.After(700 * time.Millisecond):
+		case <-time.After(900 * time.Millisecond):
 		case <-ctx.Done():
 			return 0, context.Cause(ctx)
 		}
 		return 1, nil
-	}, worker.WithLease(200*time.Millisecond))
-	if !ran || err != nil || runs.Load() != 1 {
+	}
+	type outcome struct {
+		ran bool
+		v   int
+		err error
+	}
+	contender := make(chan outcome, 1)
+	go func() {
+		time.Sleep(500 * time.Millisecond) // past the first 200ms lease
+		ran, v, err := worker.IdempotentOperation(ctx, rdb, "op:long", time.Hour, long, worker.WithLease(200*time.Millisecond))
+		contender <- outcome{ran, v, err}
+	}()
+	ran, _, err = worker.IdempotentOperation(ctx, rdb, "op:long", time.Hour, long, worker.WithLease(200*time.Millisecond))
+	if !ran || err != nil {
 		t.Fatalf("long fn with renewals: ran %v err %v", ran, err)
+	}
+	if c := <-contender; c.ran || c.v != 1 || c.err != nil || runs.Load() != 1 {
+		t.Fatalf("contender: %+v, fn ran %d times; want the holder's stored result and one run", c, runs.Load())
 	}
 	// A waiter gives up with its context.
 	rdb.HSet(ctx, "op:held", "state", "running", "token", "someone")

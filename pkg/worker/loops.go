@@ -6,6 +6,7 @@ package worker
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/broker"
@@ -60,6 +61,7 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 		}
 		if time.Now().After(nextReclaim) {
 			nextReclaim = time.Now().Add(jitter(period, 0.2))
+			sent := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 			ds, err := s.b.Reclaim(ctx, s.q, s.cfg.WorkerID, s.cfg.VisibilityTimeout, n)
 			cancel()
@@ -70,7 +72,7 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 				es := make([]*execution, len(ds))
 				for i, d := range ds {
 					s.log.Info("reclaimed entry", "task_id", d.TaskID, "entry_attempt", d.Attempt)
-					es[i] = &execution{d: d}
+					es[i] = &execution{d: d, fresh: sent}
 				}
 				s.dispatchAll(es, n)
 				continue
@@ -89,7 +91,9 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 			continue
 		}
 		bo.reset()
-		s.dispatchStarted(ds, n)
+		// A blocking read delivers when an entry arrives, so the entries'
+		// idle time started after began; began is the safe lower bound.
+		s.dispatchStarted(ds, n, began)
 		if len(ds) == 0 && time.Since(began) < time.Millisecond {
 			// Read returned at once with nothing: do not spin.
 			if !sleepStop(stop, 10*time.Millisecond) {
@@ -113,10 +117,11 @@ func (s *Server) dispatchAll(es []*execution, n int) {
 	}
 }
 
-// dispatchStarted runs the entries ReadStart started, holding n slots: an entry
-// that does not run (already acknowledged by the read) or failed to start (left
-// pending for reclaim) gives its slot back at once.
-func (s *Server) dispatchStarted(ss []broker.Started, n int) {
+// dispatchStarted runs the entries ReadStart started (at fresh or later),
+// holding n slots: an entry that does not run (already acknowledged by the
+// read) or failed to start (left pending for reclaim) gives its slot back at
+// once.
+func (s *Server) dispatchStarted(ss []broker.Started, n int, fresh time.Time) {
 	run := make([]*execution, 0, len(ss))
 	for i := range ss {
 		st := &ss[i]
@@ -127,7 +132,7 @@ func (s *Server) dispatchStarted(ss []broker.Started, n int) {
 		case !st.Run:
 			s.notRun(st.Delivery, st.StartResult)
 		default:
-			run = append(run, &execution{d: st.Delivery, started: &st.StartResult})
+			run = append(run, &execution{d: st.Delivery, started: &st.StartResult, attempt: st.Task.Attempt, fresh: fresh})
 		}
 	}
 	s.dispatchAll(run, n)
@@ -189,13 +194,32 @@ func (s *Server) pokeScheduler() {
 }
 
 // heartbeatLoop writes the worker record and touches every in-flight entry so
-// the visibility timeout never reclaims a live worker's work.
+// the visibility timeout never reclaims a live worker's work. It also enforces
+// the lease: an execution whose entry was not kept fresh for a visibility
+// timeout (Redis unreachable, or this process paused) may already run on a
+// peer, and one the touch reports taken over does, so their handlers are
+// cancelled and left to that redelivery (never completed from here).
+//
+// The check runs every interval even while a heartbeat hangs (Redis
+// unreachable), so each heartbeat runs on a goroutine of its own, one at a
+// time.
 func (s *Server) heartbeatLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	inFlight := make(chan struct{}, 1)
 	for {
 		if !sleepCtx(ctx, jitter(s.cfg.HeartbeatInterval, 0.1)) {
 			return
 		}
-		s.heartbeat(ctx)
+		s.expireLeases()
+		select {
+		case inFlight <- struct{}{}:
+			wg.Go(func() {
+				defer func() { <-inFlight }()
+				s.heartbeat(ctx)
+			})
+		default: // the previous heartbeat still waits for Redis
+		}
 	}
 }
 
@@ -205,10 +229,12 @@ func (s *Server) heartbeat(ctx context.Context) {
 		ID: s.cfg.WorkerID, Hostname: s.hostname, Concurrency: s.cfg.Concurrency,
 		Active: len(s.inflight), Status: s.statusLocked(), StartedAt: s.startedAt, LastHeartbeat: time.Now(),
 	}
-	ds := make([]broker.Delivery, 0, len(s.inflight))
+	var es []*execution
+	var xs []broker.Execution
 	for _, e := range s.inflight {
-		if !e.interrupted {
-			ds = append(ds, e.d)
+		if !e.interrupted && !e.leaseLost && e.attempt > 0 {
+			es = append(es, e)
+			xs = append(xs, s.execution(e))
 		}
 	}
 	s.mu.Unlock()
@@ -217,11 +243,52 @@ func (s *Server) heartbeat(ctx context.Context) {
 	if err := s.b.Heartbeat(cctx, s.q, info, s.cfg.HeartbeatInterval); err != nil && ctx.Err() == nil {
 		s.log.Warn("heartbeat", "err", err)
 	}
-	if len(ds) > 0 {
-		if err := s.b.Touch(cctx, s.q, s.cfg.WorkerID, ds); err != nil && ctx.Err() == nil {
+	if len(xs) == 0 {
+		return
+	}
+	sent := time.Now()
+	lost, err := s.b.Touch(cctx, s.q, s.cfg.WorkerID, xs)
+	if err != nil {
+		if ctx.Err() == nil {
 			s.log.Warn("touch in-flight entries", "err", err)
 		}
+		return
 	}
+	gone := make(map[string]bool, len(lost))
+	for _, x := range lost {
+		gone[x.MessageID] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range es {
+		if gone[e.d.MessageID] {
+			s.loseLease(e, "another worker took the task over")
+		} else if sent.After(e.fresh) {
+			e.fresh = sent
+		}
+	}
+}
+
+// expireLeases cancels the executions whose entries were not known fresh for
+// a visibility timeout: a peer may have reclaimed them.
+func (s *Server) expireLeases() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.inflight {
+		if e.attempt > 0 && !e.interrupted && !e.leaseLost && time.Since(e.fresh) > s.cfg.VisibilityTimeout {
+			s.loseLease(e, "no heartbeat reached Redis for a visibility timeout")
+		}
+	}
+}
+
+// loseLease cancels e's handler with errLeaseLost; call with s.mu held.
+func (s *Server) loseLease(e *execution, why string) {
+	e.leaseLost = true
+	if e.cancel != nil {
+		e.cancel(errLeaseLost)
+	}
+	s.log.Warn("lease lost; cancelling the handler and leaving the task to its redelivery",
+		"task_id", e.d.TaskID, "attempt", e.attempt, "why", why)
 }
 
 // cancelLoop asks, in one call, which in-flight tasks have a cancel request and

@@ -40,6 +40,7 @@ const (
 var (
 	errCancelRequested = errors.New("worker: task cancel requested")
 	errInterrupted     = errors.New("worker: drain budget exhausted; task left unacknowledged for redelivery")
+	errLeaseLost       = errors.New("worker: lease lost (no heartbeat for a visibility timeout, or another worker took the task over); task left to its redelivery")
 )
 
 // Server runs handlers for one queue. Create it with NewServer and call Run once.
@@ -73,11 +74,24 @@ type Server struct {
 }
 
 type execution struct {
-	d           broker.Delivery
-	started     *broker.StartResult     // set when the read already started it (ReadStart)
+	d       broker.Delivery
+	started *broker.StartResult // set when the read already started it (ReadStart)
+	// attempt is the attempt this execution runs once started (0 before):
+	// with d and the worker ID, the fencing token of Complete and Touch.
+	attempt int
+	// fresh is when the entry's idle time was last known reset (just before
+	// the read or reclaim that delivered it, or a touch that kept it): past
+	// fresh + visibility timeout a peer may have reclaimed it.
+	fresh       time.Time
 	cancel      context.CancelCauseFunc // set once the handler is about to run
 	cancelReq   bool
 	interrupted bool
+	leaseLost   bool
+}
+
+// execution returns e's fencing token; call with s.mu held or before dispatch.
+func (s *Server) execution(e *execution) broker.Execution {
+	return broker.Execution{Delivery: e.d, WorkerID: s.cfg.WorkerID, Attempt: e.attempt}
 }
 
 // NewServer validates cfg and returns a Server that dispatches to h (usually a

@@ -99,22 +99,50 @@ func TestRetryableExhaustsMaxAttempts(t *testing.T) {
 	}
 }
 
+// Submissions of one key make one logical task: while it runs, a second
+// submission is in progress naming it; after it ends, one is a replay. The
+// handler counts its executions with no guard at all, so a second task for
+// the key would show; a sentinel task queued behind the duplicates proves
+// the worker had the chance to run them.
 func TestDuplicateKeyRunsOnce(t *testing.T) {
 	t.Parallel()
-	h, rdb := demoServer(t, workertest.Options{})
-	p := demo.CounterPayload{Name: "dup"}
-	id1 := h.Submit(demo.Counter, p, workertest.SubmitOptions{IdempotencyKey: "k1"})
-	st := h.Wait(id1, waitFor)
-	id2 := h.Submit(demo.Counter, p, workertest.SubmitOptions{IdempotencyKey: "k1"})
-	if id1 != id2 {
-		t.Fatalf("duplicate key made a second task: %s vs %s", id1, id2)
+	rdb := redistest.Start(t).Client()
+	var runs atomic.Int32
+	running, release := make(chan struct{}, 4), make(chan struct{})
+	mux := worker.NewMux()
+	mux.HandleFunc("once", func(ctx context.Context, t *worker.Task) (any, error) {
+		runs.Add(1)
+		running <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil, nil
+	})
+	mux.HandleFunc("sentinel", func(ctx context.Context, t *worker.Task) (any, error) { return nil, nil })
+	h := workertest.StartServer(t, rdb, mux, workertest.Options{Concurrency: 4})
+	b := broker.New(rdb)
+	id1 := h.Submit("once", nil, workertest.SubmitOptions{IdempotencyKey: "k1"})
+	select {
+	case <-running:
+	case <-time.After(waitFor):
+		t.Fatal("the first task did not start")
 	}
-	if st.State != "Succeeded" {
+	_, err := b.Submit(context.Background(), qref(h), broker.SubmitRequest{Type: "once", IdempotencyKey: "k1", Priority: 5})
+	var be *broker.Error
+	if !errors.As(err, &be) || be.Code != broker.CodeIdempotencyInProgress || be.TaskID != id1 {
+		t.Fatalf("second submission while the first runs: %v, want IDEMPOTENCY_IN_PROGRESS naming %s", err, id1)
+	}
+	close(release)
+	if st := h.Wait(id1, waitFor); st.State != "Succeeded" {
 		t.Fatalf("state %s err %q", st.State, st.LastError)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n, _ := rdb.Get(context.Background(), demo.CounterKey(h.Options().Namespace, "dup")).Int(); n != 1 {
-		t.Fatalf("counter = %d, want 1", n)
+	if id2 := h.Submit("once", nil, workertest.SubmitOptions{IdempotencyKey: "k1"}); id2 != id1 {
+		t.Fatalf("a submission after the first ended made task %s, want a replay of %s", id2, id1)
+	}
+	h.Wait(h.Submit("sentinel", nil, workertest.SubmitOptions{}), waitFor)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times for one key, want 1", n)
 	}
 }
 

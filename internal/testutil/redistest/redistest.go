@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,6 +171,21 @@ func (s *Server) FlushAll() {
 	s.t.Helper()
 	if err := s.Client().FlushAll(context.Background()).Err(); err != nil {
 		s.t.Fatalf("flushall: %v", err)
+	}
+}
+
+// Pause stops the server process (SIGSTOP) until Resume: connections stay
+// open but nothing answers, as when Redis hangs or a network partition drops
+// every packet.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signal redis-server: %v", err)
 	}
 }
 
