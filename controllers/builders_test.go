@@ -284,7 +284,7 @@ func TestSubmitRequest(t *testing.T) {
 		mutate(tk)
 		return tk
 	}
-	base := broker.SubmitRequest{ID: "0b4a2c1e-1111-2222-3333-444455556666", Type: "echo", IdempotencyKey: "k", Priority: 5}
+	base := broker.SubmitRequest{ID: "0b4a2c1e-1111-2222-3333-444455556666", Type: "echo", IdempotencyKey: "k", Priority: 5, FromTaskCR: true}
 	for name, tc := range map[string]struct {
 		task *dtqv1alpha1.Task
 		want broker.SubmitRequest

@@ -70,12 +70,12 @@ type QueueReconciler struct {
 func (r *QueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	q := &dtqv1alpha1.Queue{}
 	if err := r.Get(ctx, req.NamespacedName, q); err != nil {
-		// Deleting a Queue garbage-collects its Deployment (owner reference);
-		// its Redis data stays until retention expires.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !q.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+	// A deleted Queue's Redis side goes with it (QueueFinalizer); its
+	// Deployment is garbage-collected (owner reference).
+	if done, err := r.finalize(ctx, q); done || err != nil {
+		return ctrl.Result{}, err
 	}
 	return r.reconcile(ctx, q)
 }

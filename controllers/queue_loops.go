@@ -31,7 +31,8 @@ const (
 // affected Tasks and the Queue) and the delay/retry scheduler (PromoteDue, so
 // delayed tasks are promoted even when the queue is scaled to zero). It also
 // re-reads every unfinished Task each resync period, which covers events the
-// syncer missed, and cancels tasks whose Task was deleted while no manager ran.
+// syncer missed, and, when it starts and on every resync, cancels the tasks
+// whose Task was deleted while no manager ran (sweepOrphans).
 type queueLoops struct {
 	client       client.Client
 	engine       Engine
@@ -59,6 +60,7 @@ func (l *queueLoops) Start(ctx context.Context) error {
 	defer list.Stop()
 	resync := time.NewTicker(l.resyncPeriod)
 	defer resync.Stop()
+	l.sweepOrphans(ctx)
 	for {
 		var queues dtqv1alpha1.QueueList
 		if err := l.client.List(ctx, &queues); err != nil {
@@ -192,8 +194,9 @@ func (l *queueLoops) promote(ctx context.Context, ref broker.QueueRef) {
 	}
 }
 
-// resync wakes every unfinished Task.
+// resync cancels orphaned tasks and wakes every unfinished Task.
 func (l *queueLoops) resync(ctx context.Context) {
+	l.sweepOrphans(ctx)
 	var list dtqv1alpha1.TaskList
 	if err := l.client.List(ctx, &list); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "List Tasks for resync")

@@ -48,6 +48,8 @@ type Engine interface {
 	Cancel(ctx context.Context, q broker.QueueRef, id string) (broker.State, error)
 	ReadEvents(ctx context.Context, q broker.QueueRef, after string, count int, block time.Duration) ([]broker.Event, error)
 	PromoteDue(ctx context.Context, q broker.QueueRef, limit int) (int, time.Time, error)
+	TaskCRTasks(ctx context.Context, q broker.QueueRef) ([]string, error)
+	DeleteQueue(ctx context.Context, q broker.QueueRef) (int, error)
 }
 
 // Defaults of Options.

@@ -114,11 +114,11 @@ func (r *TaskReconciler) reconcile(ctx context.Context, task *dtqv1alpha1.Task) 
 	next.ObservedGeneration = task.Generation
 	var o outcome
 	switch {
-	case queue == nil:
-		// The Queue watch re-reconciles the Task when the Queue appears.
-		next.State = dtqv1alpha1.TaskPending
-		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionFalse, dtqv1alpha1.ReasonQueueNotFound,
-			fmt.Sprintf("Queue %q does not exist in namespace %q; the task is submitted when it appears", task.Spec.Queue, task.Namespace))
+	case queue == nil || !queue.DeletionTimestamp.IsZero():
+		var err error
+		if o, err = r.queueGone(ctx, task, next, queue); err != nil {
+			return ctrl.Result{}, err
+		}
 	default:
 		var err error
 		if o, err = r.sync(ctx, task, prev, next); err != nil {
@@ -426,16 +426,26 @@ func (r *TaskReconciler) taskHandler() handler.EventHandler {
 	}
 }
 
-// waitingTasks maps a Queue to its Tasks that are not submitted yet.
+// waitingTasks maps a Queue to its Tasks that are not submitted yet, and a
+// Queue being deleted (or gone) to all its unfinished Tasks (see queueGone).
 func (r *TaskReconciler) waitingTasks(ctx context.Context, o client.Object) []reconcile.Request {
+	opts := []client.ListOption{client.InNamespace(o.GetNamespace()), client.MatchingFields{indexWaitingQueue: o.GetName()}}
+	deleting := o.GetDeletionTimestamp() != nil
+	if deleting {
+		opts = opts[:1] // a namespace's Tasks, filtered below: Queues are rarely deleted
+	}
 	var list dtqv1alpha1.TaskList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexWaitingQueue: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "List Tasks waiting for Queue", "queue", o.GetName())
+	if err := r.List(ctx, &list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List Tasks of Queue", "queue", o.GetName())
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		t := &list.Items[i]
+		if deleting && (t.Spec.Queue != o.GetName() || t.Status.State.Finished()) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(t)})
 	}
 	return reqs
 }

@@ -38,6 +38,7 @@ func submitRequest(t *dtqv1alpha1.Task) broker.SubmitRequest {
 		Type:           t.Spec.Type,
 		IdempotencyKey: t.Spec.IdempotencyKey,
 		Priority:       5,
+		FromTaskCR:     true,
 	}
 	if t.Spec.Payload != nil {
 		req.Payload = t.Spec.Payload.Raw

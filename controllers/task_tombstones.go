@@ -24,8 +24,8 @@ type tombstone struct {
 
 // tombstones hold deleted Tasks' tasks until Reconcile has cancelled them, so a
 // failed cancel is retried by the work queue like any reconcile error. Deletes
-// missed while no manager ran are caught by the orphan sweep of the status
-// syncer.
+// missed while no manager ran are caught by the orphan sweep of the queue
+// loops (sweepOrphans), when the manager starts and on every resync.
 type tombstones struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName][]tombstone

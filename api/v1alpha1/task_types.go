@@ -191,9 +191,13 @@ const (
 	ReasonIdempotencyInProgress = "IdempotencyInProgress"
 	ReasonDuplicate             = "Duplicate"
 	ReasonCancelledBeforeSubmit = "CancelledBeforeSubmit"
+	// ReasonQueueDeleted ends a submitted Task whose Queue was deleted: its
+	// task was cancelled with the Queue.
+	ReasonQueueDeleted = "QueueDeleted"
 	// The Complete condition's reason is the terminal state (Succeeded, Failed,
 	// DeadLettered, Cancelled, Expired); ReasonInvalidTask and
-	// ReasonPayloadTooLarge end a task that was never submitted.
+	// ReasonPayloadTooLarge end a task that was never submitted, and
+	// ReasonQueueDeleted one whose Queue was deleted.
 )
 
 // TaskStatus is the observed state of a Task.
