@@ -57,6 +57,11 @@ type Options struct {
 	ManagerArgs []string
 	// RedisFsync is the AOF appendfsync policy: "everysec" (default) or "always".
 	RedisFsync string
+	// RedisVia, when set, is called with redis-server's address once it runs
+	// and returns the addresses the manager and the workers dial instead: a
+	// fault-injecting proxy, say (test/e2e puts Toxiproxy there). RedisAddr
+	// and RedisURL stay the direct ones.
+	RedisVia func(redisAddr string) (manager, workers string, err error)
 	// Log receives the stack's progress; nil discards it.
 	Log *slog.Logger
 }
@@ -178,8 +183,17 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	s.log.Info("Control plane running", "apiserver", s.Config.Host, "crds", s.opts.CRDDir)
 
+	managerURL, workerURL := s.redis.url(), s.redis.url()
+	if s.opts.RedisVia != nil {
+		m, w, err := s.opts.RedisVia(s.redis.addr())
+		if err != nil {
+			return fmt.Errorf("route Redis through RedisVia: %w", err)
+		}
+		managerURL, workerURL = "redis://"+m+"/0", "redis://"+w+"/0"
+		s.log.Info("Redis reached through", "manager", m, "workers", w)
+	}
 	s.manager = &managerProcess{bin: s.opts.ManagerBin, kubeconfig: s.Kubeconfig, logPath: filepath.Join(logDir, "manager.log"),
-		stackDir: s.Dir, redisURL: s.redis.url(), workerImage: s.opts.WorkerImage, extraArgs: s.opts.ManagerArgs}
+		stackDir: s.Dir, redisURL: managerURL, workerRedisURL: workerURL, workerImage: s.opts.WorkerImage, extraArgs: s.opts.ManagerArgs}
 	if err := s.manager.start(ctx); err != nil {
 		return err
 	}
@@ -334,6 +348,17 @@ func (s *Stack) RestartManager(ctx context.Context, sig syscall.Signal) error {
 		s.manager.stop()
 	}
 	s.manager.proc = nil
+	return s.manager.start(ctx)
+}
+
+// ReplaceManager stops the manager (SIGTERM) and runs bin in its place until
+// the next ReplaceManager: a test runs a deliberately broken build this way,
+// and restores Options.ManagerBin after.
+func (s *Stack) ReplaceManager(ctx context.Context, bin string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.manager.stop()
+	s.manager.bin = bin
 	return s.manager.start(ctx)
 }
 

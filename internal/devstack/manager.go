@@ -15,7 +15,8 @@ import (
 // control plane and Redis.
 type managerProcess struct {
 	bin, kubeconfig, logPath, stackDir string
-	redisURL, workerImage              string
+	redisURL, workerRedisURL           string
+	workerImage                        string
 	extraArgs                          []string
 	probePort                          int
 	proc                               *child
@@ -41,7 +42,7 @@ func (m *managerProcess) args() ([]string, error) {
 		args = append(args, "--worker-image="+m.workerImage)
 	}
 	if has("worker-redis-url") {
-		args = append(args, "--worker-redis-url="+m.redisURL)
+		args = append(args, "--worker-redis-url="+m.workerRedisURL)
 	}
 	if has("redis-isolation") {
 		// Each namespace's workers log in as its own Redis ACL user, as in a

@@ -1,13 +1,16 @@
 // Package e2e runs dtq end to end on the dev stack (internal/devstack): the
 // envtest control plane, a private redis-server with AOF, the real manager
-// binary and worker processes run by the stand-in kubelet. The tests drive
-// it only through Kubernetes objects, as a user would, and read Redis only to
+// binary and worker processes run by the stand-in kubelet. The manager and the
+// workers reach Redis through two Toxiproxy proxies run in this process
+// (transparent until a fault scenario adds a toxic). The tests drive the stack
+// only through Kubernetes objects, as a user would, and read Redis only to
 // count handler side effects. They build the binaries themselves and fail
 // (never skip) when a prerequisite is missing: run them with `make test`.
 package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Shopify/toxiproxy/v2"
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/dtq-dev/dtq/internal/devstack"
@@ -26,6 +31,13 @@ import (
 var (
 	stack *devstack.Stack
 	rdb   *redis.Client
+	// managerBin is the manager the stack runs (a test may replace it for a while).
+	managerBin string
+	// toManager and toWorkers are the proxies between Redis and the manager,
+	// and Redis and the workers.
+	toManager, toWorkers *toxiproxy.Proxy
+	// chaosLog is the chaos handler's execution log (demo.EnvChaosLog).
+	chaosLog string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -50,15 +62,32 @@ func run(m *testing.M) int {
 		return fail("build the binaries: %v", err)
 	}
 	dir := filepath.Join(tmp, "dev")
+	managerBin, chaosLog = filepath.Join(bin, "manager"), filepath.Join(tmp, "chaos.log")
+	tox := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	defer func() {
+		for _, p := range []*toxiproxy.Proxy{toManager, toWorkers} {
+			if p != nil {
+				p.Stop()
+			}
+		}
+	}()
 	stack, err = devstack.Start(ctx, devstack.Options{
 		Dir:        dir,
 		AssetsDir:  envtestutil.AssetsDir(),
-		ManagerBin: filepath.Join(bin, "manager"),
+		ManagerBin: managerBin,
 		WorkerBin:  filepath.Join(bin, "worker"),
 		CRDDir:     filepath.Join(root, "config", "crd", "bases"),
 		// Nothing acknowledged may be lost when redis-server is killed.
 		RedisFsync: "always",
-		Log:        slog.New(handler),
+		RedisVia: func(addr string) (string, string, error) {
+			toManager = toxiproxy.NewProxy(tox, "manager", "127.0.0.1:0", addr)
+			toWorkers = toxiproxy.NewProxy(tox, "workers", "127.0.0.1:0", addr)
+			if err := errors.Join(toManager.Start(), toWorkers.Start()); err != nil {
+				return "", "", err
+			}
+			return toManager.Listen, toWorkers.Listen, nil // the ports Start picked
+		},
+		Log: slog.New(handler),
 	})
 	if err != nil {
 		return fail("start the dev stack (logs in %s): %v", filepath.Join(dir, "logs"), err)

@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -87,87 +85,3 @@ func watchPeak(t *testing.T, ns string) func() int {
 		return peak
 	}
 }
-
-// The manager and redis-server are SIGKILLed and restarted in the middle of a
-// burst: every accepted task still ends Succeeded exactly once. Each task
-// increments a counter of its own, so a lost task leaves 0 and a duplicated
-// execution 2.
-func TestRestartsMidBurst(t *testing.T) {
-	const n = 600
-	ns := namespace(t, "e2e-chaos")
-	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
-		s.Concurrency = 8
-		s.VisibilityTimeout = dur(5 * time.Second)
-		s.HeartbeatInterval = dur(time.Second)
-		s.Scaling.MinReplicas = ptr.To[int32](2)
-		s.Scaling.MaxReplicas = 3
-		s.Scaling.TargetBacklogPerWorker = 100
-		s.Scaling.ScaleDownStabilization = dur(5 * time.Second)
-		s.Retry.BaseDelay = dur(200 * time.Millisecond)
-		s.Retry.MaxAttempts = 10
-	})
-	name := func(i int) string { return fmt.Sprintf("chaos-%04d", i) }
-	var tasks []*dtqv1alpha1.Task
-	for i := range n {
-		tasks = append(tasks, newTask(name(i), ns, "chaos", "counter",
-			map[string]any{"name": "e2e-" + name(i), "holdSeconds": 0.05}).Key(name(i)).Obj())
-	}
-
-	start := time.Now()
-	createErr := make(chan error, 1)
-	go func() { createErr <- create(tasks) }()
-	succeeded := func() int {
-		got, err := listTasks(t.Context(), ns, "chaos")
-		if err != nil {
-			return 0
-		}
-		k := 0
-		for _, task := range got {
-			if task.Status.State == dtqv1alpha1.TaskSucceeded {
-				k++
-			}
-		}
-		return k
-	}
-	waitFor := func(k int) {
-		must(t, poll(t.Context(), 3*time.Minute, func() error {
-			if s := succeeded(); s < k {
-				return fmt.Errorf("%d of %d succeeded, waiting for %d", s, n, k)
-			}
-			return nil
-		}))
-	}
-
-	waitFor(n / 5)
-	must(t, stack.RestartManager(t.Context(), syscall.SIGKILL))
-	t.Logf("manager SIGKILLed and restarted at %v (%d succeeded)", time.Since(start).Round(time.Millisecond), succeeded())
-	waitFor(2 * n / 5)
-	must(t, stack.RestartRedis(t.Context(), syscall.SIGKILL))
-	t.Logf("redis-server SIGKILLed and restarted at %v (%d succeeded)", time.Since(start).Round(time.Millisecond), succeeded())
-	waitFor(3 * n / 5)
-	must(t, stack.RestartManager(t.Context(), syscall.SIGTERM))
-	t.Logf("manager restarted gracefully at %v (%d succeeded)", time.Since(start).Round(time.Millisecond), succeeded())
-	must(t, <-createErr)
-
-	got := waitTerminal(t, ns, "chaos", n, 5*time.Minute)
-	t.Logf("%d tasks terminal %v after the first create", n, time.Since(start).Round(time.Millisecond))
-	var lost, duplicated []string
-	for i := range n {
-		task := got[name(i)]
-		st := task.Status
-		runs := counter(t, ns, "e2e-"+name(i))
-		switch {
-		case st.State != dtqv1alpha1.TaskSucceeded || runs == 0:
-			lost = append(lost, fmt.Sprintf("%s (counter %d)", describe(task), runs))
-		case runs > 1 || (st.Idempotency != nil && st.Idempotency.Duplicate):
-			duplicated = append(duplicated, fmt.Sprintf("%s (counter %d)", describe(task), runs))
-		}
-	}
-	t.Logf("lost %d, duplicated %d of %d", len(lost), len(duplicated), n)
-	if len(lost) > 0 || len(duplicated) > 0 {
-		t.Errorf("lost %d: %s\nduplicated %d: %s", len(lost), strings.Join(head(lost), "; "),
-			len(duplicated), strings.Join(head(duplicated), "; "))
-	}
-}
-
-func head(s []string) []string { return s[:min(len(s), 10)] }

@@ -1,0 +1,289 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/internal/testutil/chaoscheck"
+)
+
+// The fault suite. Each fault class is a named scenario on one Queue of chaos
+// tasks (demo.RegisterChaos): faultTasks logical tasks, every twinEvery-th of
+// them submitted a second time by a twin Task with the same key, the fault
+// injected once a quarter of them succeeded, then the checker
+// (internal/testutil/chaoscheck) on the Tasks' statuses, the execution log and
+// the side-effect counters: lost 0 and duplicated 0, with the counts logged.
+const (
+	faultTasks      = 600
+	twinEvery       = 10
+	chaosVisibility = 3 * time.Second
+	chaosAttempts   = 10
+)
+
+type faultClass struct {
+	name   string
+	inject func(t *testing.T, ns string)
+}
+
+func TestFaults(t *testing.T) {
+	ns := namespace(t, "e2e-faults")
+	chaosQueue(t, ns)
+	restart := func(f func(context.Context, syscall.Signal) error, sig syscall.Signal) func(*testing.T, string) {
+		return func(t *testing.T, _ string) { must(t, f(t.Context(), sig)) }
+	}
+	classes := []faultClass{
+		{"WorkerSIGKILL", killWorkers},
+		{"WorkerSIGSTOP", pauseWorker},
+		{"ManagerSIGKILL", restart(stack.RestartManager, syscall.SIGKILL)},
+		{"ManagerRestart", restart(stack.RestartManager, syscall.SIGTERM)},
+		{"RedisSIGKILL", restart(stack.RestartRedis, syscall.SIGKILL)},
+		// Between the manager and Redis, and the workers and Redis.
+		{"NetworkLatency", toxic(5*time.Second, `{"name":"lag","type":"latency","attributes":{"latency":80,"jitter":40}}`)},
+		{"NetworkResets", toxic(3*time.Second, `{"name":"rst","type":"reset_peer","attributes":{"timeout":300}}`)},
+		{"NetworkPartition", toxic(2*chaosVisibility+time.Second, `{"name":"cut","type":"timeout","attributes":{"timeout":0}}`)},
+	}
+	var summary []string
+	for _, fc := range classes {
+		t.Run(fc.name, func(t *testing.T) {
+			start := time.Now()
+			r := runFault(t, ns, fc)
+			summary = append(summary, fmt.Sprintf("%-16s %s (%v)", fc.name, r, time.Since(start).Round(time.Second)))
+		})
+	}
+	t.Log("fault suite, per class:\n" + strings.Join(summary, "\n"))
+}
+
+// chaosQueue creates Queue <ns>/q whose workers register the chaos handler.
+func chaosQueue(t *testing.T, ns string) {
+	t.Helper()
+	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+		s.Concurrency = 8
+		s.VisibilityTimeout = dur(chaosVisibility)
+		s.HeartbeatInterval = dur(500 * time.Millisecond)
+		s.Scaling.MinReplicas = ptr.To[int32](2)
+		s.Scaling.MaxReplicas = 3
+		s.Scaling.TargetBacklogPerWorker = 100
+		s.Scaling.ScaleDownStabilization = dur(5 * time.Second)
+		s.Retry.BaseDelay = dur(200 * time.Millisecond)
+		s.Retry.MaxDelay = dur(2 * time.Second)
+		s.Retry.MaxAttempts = chaosAttempts
+		s.WorkerTemplate.Spec.Containers = []corev1.Container{{
+			Name: "worker", Image: "ghcr.io/dtq-dev/dtq-worker:latest",
+			Env: []corev1.EnvVar{{Name: demo.EnvChaosLog, Value: chaosLog}},
+		}}
+	})
+	must(t, poll(t.Context(), 2*time.Minute, func() error {
+		if n := readyWorkers(ns); n < 2 {
+			return fmt.Errorf("%d ready workers in %s, want 2", n, ns)
+		}
+		return nil
+	}))
+}
+
+// chaosTasks returns n logical tasks of a scenario, keys <scenario>-NNNN, each
+// a Task of that name; every twinEvery-th key gets a twin Task (<key>-twin)
+// created about 50 Tasks later, a second submission of the same key.
+func chaosTasks(ns, scenario string, n int) []*dtqv1alpha1.Task {
+	var out, twins []*dtqv1alpha1.Task
+	for i := range n {
+		key := fmt.Sprintf("%s-%04d", scenario, i)
+		out = append(out, chaosTask(ns, scenario, key, key))
+		if i%twinEvery == 0 {
+			twins = append(twins, chaosTask(ns, scenario, key+"-twin", key))
+		}
+		if len(twins) > 0 && i >= 50 && (i-50)%twinEvery == 0 {
+			out, twins = append(out, twins[0]), twins[1:]
+		}
+	}
+	return append(out, twins...)
+}
+
+// chaosTask is a Task of a scenario running the chaos handler for key.
+func chaosTask(ns, scenario, name, key string) *dtqv1alpha1.Task {
+	return newTask(name, ns, scenario, demo.Chaos, demo.ChaosPayload{Key: key, HoldSeconds: 0.02}).
+		Key(key).MaxAttempts(chaosAttempts).Obj()
+}
+
+// runFault runs one fault class and returns the checker's report.
+func runFault(t *testing.T, ns string, fc faultClass) chaoscheck.Report {
+	scenario := strings.ToLower(fc.name)
+	tasks := chaosTasks(ns, scenario, faultTasks)
+	t.Cleanup(func() {
+		// Finished Tasks go (their Redis records stay): etcd holds one class at a time.
+		_ = stack.Client.DeleteAllOf(context.Background(), &dtqv1alpha1.Task{}, client.InNamespace(ns),
+			client.MatchingLabels{scenarioLabel: scenario})
+	})
+	start := time.Now()
+	created := make(chan error, 1)
+	go func() { created <- create(tasks) }()
+	must(t, poll(t.Context(), 3*time.Minute, func() error {
+		if n := succeeded(t, ns, scenario); n < faultTasks/4 {
+			return fmt.Errorf("%d succeeded, waiting for %d", n, faultTasks/4)
+		}
+		return nil
+	}))
+	t.Logf("%s: injecting at %v (%d succeeded)", fc.name, time.Since(start).Round(time.Millisecond), succeeded(t, ns, scenario))
+	fc.inject(t, ns)
+	t.Logf("%s: fault over at %v (%d succeeded)", fc.name, time.Since(start).Round(time.Millisecond), succeeded(t, ns, scenario))
+	must(t, <-created)
+	got := waitTerminal(t, ns, scenario, len(tasks), 5*time.Minute)
+	r := check(t, got)
+	t.Logf("%s: %s; %d Tasks terminal %v after the first create", fc.name, r, len(tasks), time.Since(start).Round(time.Millisecond))
+	if !r.OK() || r.Accepted != faultTasks {
+		t.Errorf("%s: want %d accepted, 0 lost, 0 duplicated:\n%s", fc.name, faultTasks, r.Details(20))
+	}
+	return r
+}
+
+// check runs the chaos checker on Tasks: one logical task per idempotency key.
+func check(t *testing.T, tasks map[string]*dtqv1alpha1.Task) chaoscheck.Report {
+	t.Helper()
+	byKey := map[string]*chaoscheck.Logical{}
+	var keys []string
+	for _, task := range tasks {
+		key := task.Spec.IdempotencyKey
+		lt := byKey[key]
+		if lt == nil {
+			lt = &chaoscheck.Logical{Key: key, Succeeded: true, MaxAttempts: chaosAttempts}
+			byKey[key] = lt
+			keys = append(keys, key)
+		}
+		st := task.Status
+		id := st.TaskID
+		if st.Idempotency != nil && st.Idempotency.Duplicate {
+			id = st.Idempotency.TaskID
+		}
+		lt.TaskIDs = append(lt.TaskIDs, id)
+		lt.Succeeded = lt.Succeeded && st.State == dtqv1alpha1.TaskSucceeded
+		lt.Attempt = max(lt.Attempt, int(st.Attempt))
+	}
+	cmds := make([]*redis.StringCmd, len(keys))
+	_, err := rdb.Pipelined(t.Context(), func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.Get(t.Context(), demo.ChaosEffectPrefix+k)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+	effects := map[string]int64{}
+	logical := make([]chaoscheck.Logical, 0, len(keys))
+	for i, k := range keys {
+		effects[k], _ = cmds[i].Int64()
+		logical = append(logical, *byKey[k])
+	}
+	log, err := demo.ReadChaosLog(chaosLog)
+	must(t, err)
+	return chaoscheck.Check(logical, log, effects)
+}
+
+func succeeded(t *testing.T, ns, scenario string) int {
+	got, err := listTasks(t.Context(), ns, scenario)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, task := range got {
+		if task.Status.State == dtqv1alpha1.TaskSucceeded {
+			n++
+		}
+	}
+	return n
+}
+
+// killWorkers SIGKILLs two of the Queue's worker processes, one second apart,
+// in the middle of their tasks; the stand-in kubelet restarts them.
+func killWorkers(t *testing.T, ns string) {
+	for i := range 2 {
+		p := runningWorker(t, ns, i)
+		must(t, stack.SignalPod(ns, p, syscall.SIGKILL))
+		t.Logf("SIGKILLed worker %s", p)
+		time.Sleep(time.Second)
+	}
+}
+
+// pauseWorker stops a worker process (SIGSTOP) for twice the visibility
+// timeout, so its peers reclaim its tasks, then lets it run on (SIGCONT): a
+// zombie that must neither complete nor keep what it lost.
+func pauseWorker(t *testing.T, ns string) {
+	p := runningWorker(t, ns, 0)
+	must(t, stack.SignalPod(ns, p, syscall.SIGSTOP))
+	t.Logf("SIGSTOPped worker %s for %v", p, 2*chaosVisibility)
+	time.Sleep(2 * chaosVisibility)
+	must(t, stack.SignalPod(ns, p, syscall.SIGCONT))
+}
+
+// runningWorker names the i-th running worker process of the Queue.
+func runningWorker(t *testing.T, ns string, i int) string {
+	t.Helper()
+	var names []string
+	for _, p := range stack.Pods() {
+		if p.Namespace == ns && p.PID != 0 && !p.Terminating {
+			names = append(names, p.Name)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("no running worker in %s", ns)
+	}
+	return names[i%len(names)]
+}
+
+// toxic returns a fault that puts the toxic (Toxiproxy's JSON form) on both
+// proxies, manager-Redis and workers-Redis, for d.
+func toxic(d time.Duration, spec string) func(*testing.T, string) {
+	return func(t *testing.T, _ string) {
+		proxies := []*toxiproxy.Proxy{toManager, toWorkers}
+		defer func() {
+			for _, p := range proxies {
+				p.Toxics.ResetToxics(context.Background())
+			}
+		}()
+		for _, p := range proxies {
+			_, err := p.Toxics.AddToxicJson(strings.NewReader(spec))
+			must(t, err)
+		}
+		t.Logf("toxic %s on both proxies for %v", spec, d)
+		time.Sleep(d)
+	}
+}
+
+// readyWorkers counts the ready worker processes of Queue <ns>/q.
+func readyWorkers(ns string) int {
+	n := 0
+	for _, p := range stack.Pods() {
+		if p.Namespace == ns && p.Deployment == "q-workers" && p.Ready && !p.Terminating {
+			n++
+		}
+	}
+	return n
+}
