@@ -76,7 +76,8 @@ type QueueSpec struct {
 	Retry RetryPolicy `json:"retry,omitzero"`
 
 	// maxDepth is the admission gate: submissions are refused (HTTP 429
-	// QUEUE_FULL) while queued plus in-flight tasks reach it.
+	// QUEUE_FULL) while the queue's unfinished tasks (queued, in flight,
+	// delayed and retrying) reach it.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000000
 	// +kubebuilder:default=10000
@@ -90,8 +91,9 @@ type QueueSpec struct {
 	// +optional
 	MaxPayloadBytes int64 `json:"maxPayloadBytes,omitempty"`
 
-	// idempotencyTTL is how long an idempotency record lives: the window in
-	// which the same key maps to the same logical task.
+	// idempotencyTTL is how long an idempotency record lives after its task
+	// ends (it never expires before): the window in which the same key maps
+	// to the same logical task.
 	// +kubebuilder:default="24h"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('8760h')",message="idempotencyTTL must be a duration from 1s to 8760h, such as 24h"
 	// +optional

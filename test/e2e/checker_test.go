@@ -54,8 +54,8 @@ func TestCheckerSeesBrokenBuild(t *testing.T) {
 	var originals, twins []*dtqv1alpha1.Task
 	for i := range 20 {
 		key := fmt.Sprintf("broken-%02d", i)
-		originals = append(originals, chaosTask(ns, "broken", key, key))
-		twins = append(twins, chaosTask(ns, "broken", key+"-twin", key))
+		originals = append(originals, chaosTask(ns, "broken", key, key, 0.02))
+		twins = append(twins, chaosTask(ns, "broken", key+"-twin", key, 0.02))
 	}
 	// Each twin comes after its original finished: a replay, on a sound build.
 	createAll(t, originals)

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/testutil/chaoscheck"
 )
@@ -52,6 +53,12 @@ const (
 type faultClass struct {
 	name   string
 	inject func(t *testing.T, ns string)
+	// hold is the chaos tasks' holdSeconds: long enough, for the worker
+	// faults, that the worker hit has tasks in flight.
+	hold float64
+	// redelivers: the fault must make some task run again (it hit running
+	// work), else the scenario proved nothing.
+	redelivers bool
 }
 
 func TestFaults(t *testing.T) {
@@ -61,15 +68,15 @@ func TestFaults(t *testing.T) {
 		return func(t *testing.T, _ string) { must(t, f(t.Context(), sig)) }
 	}
 	classes := []faultClass{
-		{"WorkerSIGKILL", killWorkers},
-		{"WorkerSIGSTOP", pauseWorker},
-		{"ManagerSIGKILL", restart(stack.RestartManager, syscall.SIGKILL)},
-		{"ManagerRestart", restart(stack.RestartManager, syscall.SIGTERM)},
-		{"RedisSIGKILL", restart(stack.RestartRedis, syscall.SIGKILL)},
+		{name: "WorkerSIGKILL", inject: killWorkers, hold: 0.3, redelivers: true},
+		{name: "WorkerSIGSTOP", inject: pauseWorker, hold: 0.3, redelivers: true},
+		{name: "ManagerSIGKILL", inject: restart(stack.RestartManager, syscall.SIGKILL)},
+		{name: "ManagerRestart", inject: restart(stack.RestartManager, syscall.SIGTERM)},
+		{name: "RedisSIGKILL", inject: restart(stack.RestartRedis, syscall.SIGKILL)},
 		// Between the manager and Redis, and the workers and Redis.
-		{"NetworkLatency", toxic(5*time.Second, `{"name":"lag","type":"latency","attributes":{"latency":80,"jitter":40}}`)},
-		{"NetworkResets", toxic(3*time.Second, `{"name":"rst","type":"reset_peer","attributes":{"timeout":300}}`)},
-		{"NetworkPartition", toxic(2*chaosVisibility+time.Second, `{"name":"cut","type":"timeout","attributes":{"timeout":0}}`)},
+		{name: "NetworkLatency", inject: toxic(5*time.Second, `{"name":"lag","type":"latency","attributes":{"latency":80,"jitter":40}}`)},
+		{name: "NetworkResets", inject: toxic(3*time.Second, `{"name":"rst","type":"reset_peer","attributes":{"timeout":300}}`)},
+		{name: "NetworkPartition", inject: toxic(2*chaosVisibility+time.Second, `{"name":"cut","type":"timeout","attributes":{"timeout":0}}`)},
 	}
 	var summary []string
 	for _, fc := range classes {
@@ -110,15 +117,16 @@ func chaosQueue(t *testing.T, ns string) {
 }
 
 // chaosTasks returns n logical tasks of a scenario, keys <scenario>-NNNN, each
-// a Task of that name; every twinEvery-th key gets a twin Task (<key>-twin)
-// created about 50 Tasks later, a second submission of the same key.
-func chaosTasks(ns, scenario string, n int) []*dtqv1alpha1.Task {
+// a Task of that name holding hold seconds; every twinEvery-th key gets a
+// twin Task (<key>-twin) created about 50 Tasks later, a second submission of
+// the same key.
+func chaosTasks(ns, scenario string, n int, hold float64) []*dtqv1alpha1.Task {
 	var out, twins []*dtqv1alpha1.Task
 	for i := range n {
 		key := fmt.Sprintf("%s-%04d", scenario, i)
-		out = append(out, chaosTask(ns, scenario, key, key))
+		out = append(out, chaosTask(ns, scenario, key, key, hold))
 		if i%twinEvery == 0 {
-			twins = append(twins, chaosTask(ns, scenario, key+"-twin", key))
+			twins = append(twins, chaosTask(ns, scenario, key+"-twin", key, hold))
 		}
 		if len(twins) > 0 && i >= 50 && (i-50)%twinEvery == 0 {
 			out, twins = append(out, twins[0]), twins[1:]
@@ -128,15 +136,19 @@ func chaosTasks(ns, scenario string, n int) []*dtqv1alpha1.Task {
 }
 
 // chaosTask is a Task of a scenario running the chaos handler for key.
-func chaosTask(ns, scenario, name, key string) *dtqv1alpha1.Task {
-	return newTask(name, ns, scenario, demo.Chaos, demo.ChaosPayload{Key: key, HoldSeconds: 0.02}).
+func chaosTask(ns, scenario, name, key string, hold float64) *dtqv1alpha1.Task {
+	return newTask(name, ns, scenario, demo.Chaos, demo.ChaosPayload{Key: key, HoldSeconds: hold}).
 		Key(key).MaxAttempts(chaosAttempts).Obj()
 }
 
 // runFault runs one fault class and returns the checker's report.
 func runFault(t *testing.T, ns string, fc faultClass) chaoscheck.Report {
 	scenario := strings.ToLower(fc.name)
-	tasks := chaosTasks(ns, scenario, faultTasks)
+	hold := fc.hold
+	if hold == 0 {
+		hold = 0.02
+	}
+	tasks := chaosTasks(ns, scenario, faultTasks, hold)
 	t.Cleanup(func() {
 		// Finished Tasks go (their Redis records stay): etcd holds one class at a time.
 		_ = stack.Client.DeleteAllOf(context.Background(), &dtqv1alpha1.Task{}, client.InNamespace(ns),
@@ -160,6 +172,9 @@ func runFault(t *testing.T, ns string, fc faultClass) chaoscheck.Report {
 	t.Logf("%s: %s; %d Tasks terminal %v after the first create", fc.name, r, len(tasks), time.Since(start).Round(time.Millisecond))
 	if !r.OK() || r.Accepted != faultTasks {
 		t.Errorf("%s: want %d accepted, 0 lost, 0 duplicated:\n%s", fc.name, faultTasks, r.Details(20))
+	}
+	if fc.redelivers && r.Redeliveries == 0 {
+		t.Errorf("%s: no task ran again: the fault hit no running work", fc.name)
 	}
 	return r
 }
@@ -224,10 +239,10 @@ func succeeded(t *testing.T, ns, scenario string) int {
 // killWorkers SIGKILLs two of the Queue's worker processes, one second apart,
 // in the middle of their tasks; the stand-in kubelet restarts them.
 func killWorkers(t *testing.T, ns string) {
-	for i := range 2 {
-		p := runningWorker(t, ns, i)
+	for range 2 {
+		p, active := busyWorker(t, ns)
 		must(t, stack.SignalPod(ns, p, syscall.SIGKILL))
-		t.Logf("SIGKILLed worker %s", p)
+		t.Logf("SIGKILLed worker %s with %d tasks in flight", p, active)
 		time.Sleep(time.Second)
 	}
 }
@@ -236,26 +251,40 @@ func killWorkers(t *testing.T, ns string) {
 // timeout, so its peers reclaim its tasks, then lets it run on (SIGCONT): a
 // zombie that must neither complete nor keep what it lost.
 func pauseWorker(t *testing.T, ns string) {
-	p := runningWorker(t, ns, 0)
+	p, active := busyWorker(t, ns)
 	must(t, stack.SignalPod(ns, p, syscall.SIGSTOP))
-	t.Logf("SIGSTOPped worker %s for %v", p, 2*chaosVisibility)
+	t.Logf("SIGSTOPped worker %s with %d tasks in flight, for %v", p, active, 2*chaosVisibility)
 	time.Sleep(2 * chaosVisibility)
 	must(t, stack.SignalPod(ns, p, syscall.SIGCONT))
 }
 
-// runningWorker names the i-th running worker process of the Queue.
-func runningWorker(t *testing.T, ns string, i int) string {
+// busyWorker waits for a running worker process of the Queue with tasks in
+// flight (by its last heartbeat) and returns it: the busiest one.
+func busyWorker(t *testing.T, ns string) (name string, active int) {
 	t.Helper()
-	var names []string
-	for _, p := range stack.Pods() {
-		if p.Namespace == ns && p.PID != 0 && !p.Terminating {
-			names = append(names, p.Name)
+	b := broker.New(rdb)
+	must(t, poll(t.Context(), time.Minute, func() error {
+		running := map[string]bool{}
+		for _, p := range stack.Pods() {
+			if p.Namespace == ns && p.PID != 0 && p.Ready && !p.Terminating {
+				running[p.Name] = true
+			}
 		}
-	}
-	if len(names) == 0 {
-		t.Fatalf("no running worker in %s", ns)
-	}
-	return names[i%len(names)]
+		ws, err := b.Workers(t.Context(), broker.QueueRef{Namespace: ns, Name: "q"})
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			if running[w.ID] && w.Active > active {
+				name, active = w.ID, w.Active
+			}
+		}
+		if active == 0 {
+			return fmt.Errorf("no running worker of %s has tasks in flight", ns)
+		}
+		return nil
+	}))
+	return name, active
 }
 
 // toxic returns a fault that puts the toxic (Toxiproxy's JSON form) on both
