@@ -361,7 +361,15 @@ func TestZombieWorkerIsFenced(t *testing.T) {
 
 	zombie := startWorker(t, srv, o, "zombie", chaosEnv)
 	id := workertest.Submit(t, rdb, o, demo.Chaos, demo.ChaosPayload{Key: "z", HoldSeconds: 4}, workertest.SubmitOptions{MaxAttempts: 3})
-	waitState(t, rdb, o, id, 20*time.Second, func(ti broker.TaskInfo) bool { return ti.State == broker.StateRunning && ti.WorkerID == "zombie" })
+	// Pause it once its handler runs (it logged its execution), so that on a
+	// build without fencing its late completion would come before the peer's.
+	deadline := time.Now().Add(20 * time.Second)
+	for log, _ := demo.ReadChaosLog(chaosLog); len(log) == 0; log, _ = demo.ReadChaosLog(chaosLog) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the zombie never ran the task:\n%s", zombie.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +389,7 @@ func TestZombieWorkerIsFenced(t *testing.T) {
 	if !r.OK() || r.Redeliveries != 1 {
 		t.Fatalf("%s, want one execution each by the zombie and the peer\n%s", r, r.Details(10))
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for !strings.Contains(zombie.out.String(), "lease lost") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the zombie never reported its lost lease:\n%s", zombie.out.String())

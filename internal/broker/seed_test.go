@@ -124,7 +124,7 @@ func TestSeed_Case4_RecordExpiringUnderConcurrentSubmits(t *testing.T) {
 	}
 	wg.Wait()
 	if len(created) != 1 || replays == 0 {
-		t.Fatalf("%d replays of the old task, new tasks %v: want replays, then exactly one new task", replays, created)
+		t.Fatalf("%d replays of the old task, %d new tasks: want replays, then exactly one new task", replays, len(created))
 	}
 	for id := range busy {
 		if !created[id] {

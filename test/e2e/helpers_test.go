@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/testutil"
 )
@@ -36,7 +37,9 @@ func namespace(t *testing.T, name string) string {
 }
 
 // queue creates Queue <ns>/q and, at cleanup, deletes it and its worker
-// Deployment (envtest runs no garbage collector for owner references).
+// Deployment (envtest runs no garbage collector for owner references). The
+// Queue's finalizer must have removed its Redis keys by then; only its
+// still-running workers' heartbeat records (which expire) may come back.
 func queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)) *dtqv1alpha1.Queue {
 	t.Helper()
 	q := &dtqv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: ns}}
@@ -58,6 +61,12 @@ func queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)) *dtqv1a
 			return fmt.Errorf("queue %s/%s still exists: %v", ns, q.Name, err)
 		})
 		_ = c.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: q.Name + "-workers", Namespace: ns}})
+		prefix := broker.KeyPrefix(broker.QueueRef{Namespace: ns, Name: q.Name})
+		for _, k := range rdb.Keys(ctx, prefix+"*").Val() {
+			if rest := strings.TrimPrefix(k, prefix); rest != "workers" && !strings.HasPrefix(rest, "worker:") {
+				t.Errorf("key %s left after the Queue was deleted", k)
+			}
+		}
 	})
 	return q
 }
