@@ -254,8 +254,9 @@ func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 // of the command (the first one about 5 us), reads far less, so it writes only
 // what the contract needs: record, stream entry (or schedule member) and task
 // hash per task; the call, the config read, the depth gate's ten XLENs and
-// ZCARD and the TaskQueued event are paid once per batch (one events entry lists the batch's
-// new tasks in a "tasks" field; ReadEvents expands it to one Event per task).
+// ZCARD, and the TaskQueued event are paid once per batch (one events entry
+// lists the batch's new tasks in a "tasks" field; ReadEvents expands it to one
+// Event per task).
 // The task hash gets its retention TTL when the task finishes (finish, exhaust,
 // complete), not here: retention counts from the end, so a task waiting in a
 // long backlog or delayed past the retention never vanishes. It carries only

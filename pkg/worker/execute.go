@@ -76,6 +76,9 @@ func (s *Server) process(e *execution) {
 	s.m.started.WithLabelValues(lbl...).Inc()
 	s.busy.Inc()
 	res, herr := s.invoke(ctx, task)
+	s.mu.Lock()
+	e.returned = true
+	s.mu.Unlock()
 	s.busy.Dec()
 	s.m.execution.WithLabelValues(lbl...).Observe(time.Since(startedAt).Seconds())
 

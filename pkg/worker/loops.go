@@ -261,10 +261,13 @@ func (s *Server) heartbeat(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range es {
-		if gone[e.d.MessageID] {
+		switch {
+		case !gone[e.d.MessageID]:
+			if sent.After(e.fresh) {
+				e.fresh = sent
+			}
+		case !e.returned: // a handler that returned is being completed (or was): nothing to stop
 			s.loseLease(e, "another worker took the task over")
-		} else if sent.After(e.fresh) {
-			e.fresh = sent
 		}
 	}
 }
@@ -275,7 +278,7 @@ func (s *Server) expireLeases() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.inflight {
-		if e.attempt > 0 && !e.interrupted && !e.leaseLost && time.Since(e.fresh) > s.cfg.VisibilityTimeout {
+		if e.attempt > 0 && !e.returned && !e.interrupted && !e.leaseLost && time.Since(e.fresh) > s.cfg.VisibilityTimeout {
 			s.loseLease(e, "no heartbeat reached Redis for a visibility timeout")
 		}
 	}

@@ -87,6 +87,7 @@ type execution struct {
 	cancelReq   bool
 	interrupted bool
 	leaseLost   bool
+	returned    bool // the handler returned: its outcome is being recorded (and fenced by the engine)
 }
 
 // execution returns e's fencing token; call with s.mu held or before dispatch.

@@ -53,9 +53,9 @@ const (
 type faultClass struct {
 	name   string
 	inject func(t *testing.T, ns string)
-	// hold is the chaos tasks' holdSeconds: long enough, for the worker
-	// faults, that the worker hit has tasks in flight.
-	hold float64
+	// slow, when set, is how long every tenth task holds (the others 20 ms):
+	// for the worker faults, so the worker hit has tasks in flight.
+	slow float64
 	// redelivers: the fault must make some task run again (it hit running
 	// work), else the scenario proved nothing.
 	redelivers bool
@@ -68,8 +68,8 @@ func TestFaults(t *testing.T) {
 		return func(t *testing.T, _ string) { must(t, f(t.Context(), sig)) }
 	}
 	classes := []faultClass{
-		{name: "WorkerSIGKILL", inject: killWorkers, hold: 0.3, redelivers: true},
-		{name: "WorkerSIGSTOP", inject: pauseWorker, hold: 0.3, redelivers: true},
+		{name: "WorkerSIGKILL", inject: killWorkers, slow: 2, redelivers: true},
+		{name: "WorkerSIGSTOP", inject: pauseWorker, slow: 2, redelivers: true},
 		{name: "ManagerSIGKILL", inject: restart(stack.RestartManager, syscall.SIGKILL)},
 		{name: "ManagerRestart", inject: restart(stack.RestartManager, syscall.SIGTERM)},
 		{name: "RedisSIGKILL", inject: restart(stack.RestartRedis, syscall.SIGKILL)},
@@ -117,13 +117,17 @@ func chaosQueue(t *testing.T, ns string) {
 }
 
 // chaosTasks returns n logical tasks of a scenario, keys <scenario>-NNNN, each
-// a Task of that name holding hold seconds; every twinEvery-th key gets a
-// twin Task (<key>-twin) created about 50 Tasks later, a second submission of
-// the same key.
-func chaosTasks(ns, scenario string, n int, hold float64) []*dtqv1alpha1.Task {
+// a Task of that name holding 20 ms, or slow seconds for every tenth one when
+// slow is set; every twinEvery-th key gets a twin Task (<key>-twin) created
+// about 50 Tasks later, a second submission of the same key.
+func chaosTasks(ns, scenario string, n int, slow float64) []*dtqv1alpha1.Task {
 	var out, twins []*dtqv1alpha1.Task
 	for i := range n {
 		key := fmt.Sprintf("%s-%04d", scenario, i)
+		hold := 0.02
+		if slow > 0 && i%10 == 5 {
+			hold = slow
+		}
 		out = append(out, chaosTask(ns, scenario, key, key, hold))
 		if i%twinEvery == 0 {
 			twins = append(twins, chaosTask(ns, scenario, key+"-twin", key, hold))
@@ -144,11 +148,7 @@ func chaosTask(ns, scenario, name, key string, hold float64) *dtqv1alpha1.Task {
 // runFault runs one fault class and returns the checker's report.
 func runFault(t *testing.T, ns string, fc faultClass) chaoscheck.Report {
 	scenario := strings.ToLower(fc.name)
-	hold := fc.hold
-	if hold == 0 {
-		hold = 0.02
-	}
-	tasks := chaosTasks(ns, scenario, faultTasks, hold)
+	tasks := chaosTasks(ns, scenario, faultTasks, fc.slow)
 	t.Cleanup(func() {
 		// Finished Tasks go (their Redis records stay): etcd holds one class at a time.
 		_ = stack.Client.DeleteAllOf(context.Background(), &dtqv1alpha1.Task{}, client.InNamespace(ns),
