@@ -334,7 +334,7 @@ func check(t *testing.T, rdb redis.UniversalClient, path string, tasks []chaosch
 	}
 	effects := map[string]int64{}
 	for _, lt := range tasks {
-		n, err := rdb.Get(context.Background(), demo.ChaosEffectPrefix+lt.Key).Int64()
+		n, err := rdb.Get(context.Background(), demo.ChaosEffectKey("default", lt.Key)).Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatal(err)
 		}

@@ -63,8 +63,9 @@ func TestNamespaceUserIsolation(t *testing.T) {
 		if err != nil || len(started) != 1 || started[0].Err != nil || !started[0].Run {
 			t.Fatalf("ReadStart: %+v %v", started, err)
 		}
-		if err := b.Touch(ctx, qa, "w1", []Delivery{started[0].Delivery}); err != nil {
-			t.Fatalf("Touch: %v", err)
+		x := Execution{Delivery: started[0].Delivery, WorkerID: "w1", Attempt: started[0].Task.Attempt}
+		if lost, err := b.Touch(ctx, qa, "w1", []Execution{x}); err != nil || len(lost) != 0 {
+			t.Fatalf("Touch: lost %v, %v", lost, err)
 		}
 		if _, err := b.CancelRequested(ctx, qa, []string{sub.Task.ID}); err != nil {
 			t.Fatalf("CancelRequested: %v", err)
@@ -72,7 +73,7 @@ func TestNamespaceUserIsolation(t *testing.T) {
 		if _, err := b.Reclaim(ctx, qa, "w2", time.Hour, 10); err != nil {
 			t.Fatalf("Reclaim: %v", err)
 		}
-		if st, err := b.Complete(ctx, qa, started[0].Delivery, Outcome{Result: raw(`{"ok":true}`)}); err != nil || st != StateSucceeded {
+		if st, err := b.Complete(ctx, qa, x, Outcome{Result: raw(`{"ok":true}`)}); err != nil || st != StateSucceeded {
 			t.Fatalf("Complete: %v %v", st, err)
 		}
 		if _, _, err := b.PromoteDue(ctx, qa, 10); err != nil {

@@ -41,9 +41,14 @@ const (
 	// EnvChaosLog names the log file; cmd/worker registers the handler only
 	// when it is set.
 	EnvChaosLog = "DTQ_DEMO_CHAOS_LOG"
-	// ChaosEffectPrefix prefixes the per-key counters the handler increments.
-	ChaosEffectPrefix = "dtq:chaos:effect:"
 )
+
+// ChaosEffectKey is the counter the chaos handler increments for key in a
+// namespace: a key of the namespace's own (worker.AppKeyPrefix), so it works
+// under the namespace's Redis user.
+func ChaosEffectKey(namespace, key string) string {
+	return worker.AppKeyPrefix(namespace) + "chaos:" + key
+}
 
 // ChaosPayload is the chaos handler's payload.
 type ChaosPayload struct {
@@ -70,7 +75,7 @@ type ChaosResult struct {
 
 // RegisterChaos adds the chaos handler to mux. Each execution appends its
 // line to log (opened O_APPEND: one write per line, so concurrent workers
-// never interleave), then INCRs ChaosEffectPrefix+key in effects. Give effects
+// never interleave), then INCRs ChaosEffectKey in effects. Give effects
 // a client that never retries a command (MaxRetries -1): a retry after a lost
 // reply would apply one execution's increment twice, which the checker would
 // rightly call a duplicate. A failed increment is a retryable error.
@@ -83,7 +88,7 @@ func RegisterChaos(mux *worker.Mux, effects redis.UniversalClient, log *os.File,
 		if _, err := log.Write(append(line, '\n')); err != nil {
 			return nil, worker.Retryable(fmt.Errorf("chaos: append to the log: %w", err))
 		}
-		if err := effects.Incr(ctx, ChaosEffectPrefix+p.Key).Err(); err != nil {
+		if err := effects.Incr(ctx, t.AppKey("chaos:"+p.Key)).Err(); err != nil {
 			return nil, worker.Retryable(fmt.Errorf("chaos: increment: %w", err))
 		}
 		if p.HoldSeconds > 0 {

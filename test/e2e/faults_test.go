@@ -184,8 +184,10 @@ func check(t *testing.T, tasks map[string]*dtqv1alpha1.Task) chaoscheck.Report {
 	t.Helper()
 	byKey := map[string]*chaoscheck.Logical{}
 	var keys []string
+	ns := ""
 	for _, task := range tasks {
 		key := task.Spec.IdempotencyKey
+		ns = task.Namespace
 		lt := byKey[key]
 		if lt == nil {
 			lt = &chaoscheck.Logical{Key: key, Succeeded: true, MaxAttempts: chaosAttempts}
@@ -204,7 +206,7 @@ func check(t *testing.T, tasks map[string]*dtqv1alpha1.Task) chaoscheck.Report {
 	cmds := make([]*redis.StringCmd, len(keys))
 	_, err := rdb.Pipelined(t.Context(), func(p redis.Pipeliner) error {
 		for i, k := range keys {
-			cmds[i] = p.Get(t.Context(), demo.ChaosEffectPrefix+k)
+			cmds[i] = p.Get(t.Context(), demo.ChaosEffectKey(ns, k))
 		}
 		return nil
 	})

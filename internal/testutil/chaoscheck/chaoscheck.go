@@ -72,7 +72,7 @@ func (r Report) Details(n int) string {
 
 // Check compares the logical tasks with the executions logged for their keys
 // (log lines of other keys are ignored) and the effect counters
-// (demo.ChaosEffectPrefix+key; missing means 0). A logical task is
+// (demo.ChaosEffectKey, by key; missing means 0). A logical task is
 //
 //   - lost when it did not end Succeeded, or has no execution in the log;
 //   - duplicated when its submissions or executions name two task IDs, when
