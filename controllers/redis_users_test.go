@@ -239,11 +239,20 @@ var _ = Describe("The manager's cache", func() {
 
 	It("holds no payload and no managedFields, and the payload still reaches the handler", func() {
 		ns := newNamespace("payload")
+		ref := broker.QueueRef{Namespace: ns, Name: "q"}
 		Expect(k8sClient.Create(ctx, testutil.MakeQueue("q", ns).Obj())).To(Succeed())
-		DeferCleanup(startWorker(ns, "q"))
 		big := strings.Repeat("x", 64<<10)
+		payload := `{"blob":"` + big + `"}`
 		t := testutil.MakeTask("big", ns).Queue("q").Type(demo.Echo).Payload(map[string]any{"blob": big}).Obj()
 		Expect(k8sClient.Create(ctx, t)).To(Succeed())
+		// Submitted with its payload (read from the API server, not the cache),
+		// checked before it runs: a succeeded task's payload is dropped.
+		Eventually(func(g Gomega) {
+			info, err := engine.GetTask(ctx, ref, string(t.UID))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(info.Payload)).To(MatchJSON(payload))
+		}, timeout, poll).Should(Succeed())
+		DeferCleanup(startWorker(ns, "q"))
 		Eventually(getTask(t), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskSucceeded))
 
 		cached := &dtqv1alpha1.Task{}
@@ -253,8 +262,14 @@ var _ = Describe("The manager's cache", func() {
 		}, timeout, poll).Should(Equal(dtqv1alpha1.TaskSucceeded))
 		Expect(cached.Spec.Payload).To(BeNil())
 		Expect(cached.ManagedFields).To(BeEmpty())
-		info, err := engine.GetTask(ctx, broker.QueueRef{Namespace: ns, Name: "q"}, string(getTask(t)(Default).UID))
+		// The handler got it: echo's result is the payload, truncated to the
+		// queue's result limit (a JSON string of its first bytes).
+		info, err := engine.GetTask(ctx, ref, string(t.UID))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(string(info.Payload)).To(MatchJSON(`{"blob":"` + big + `"}`))
+		var head string
+		Expect(json.Unmarshal(info.Result, &head)).To(Succeed())
+		Expect(info.ResultTruncated).To(BeTrue())
+		Expect(payload).To(HavePrefix(head))
+		Expect(head).To(HaveLen(int(broker.DefaultQueueConfig().ResultMaxBytes)))
 	})
 })
