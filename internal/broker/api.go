@@ -128,6 +128,7 @@ type SubmitRequest struct {
 	NotBefore      time.Time       // zero or past: queued now; future: Pending in the schedule
 	ExpiresAt      time.Time       // zero: never; a task not started by then ends Expired
 	FromTaskCR     bool            // a Task CR submits it (ID = its UID): TaskCRTasks lists it until it ends
+	Metadata       json.RawMessage // optional JSON object, at most MaxMetadataBytes compact; stored, not interpreted
 }
 
 // SubmitResult is a successful submission: a new task (HTTP 202) or, with
@@ -158,6 +159,7 @@ type TaskInfo struct {
 	LastError       string // sanitized, at most 500 characters
 	LastErrorClass  string
 	CancelRequested bool
+	Metadata        json.RawMessage // the submission's metadata object; nil when none
 	Result          json.RawMessage // nil when none or expired; truncated to ResultMaxBytes
 	ResultTruncated bool
 }
@@ -242,12 +244,13 @@ type Outcome struct {
 
 // DeadLetter is one dead-letter stream entry.
 type DeadLetter struct {
-	EntryID   string
-	TaskID    string
-	Type      string
-	FailedAt  time.Time
-	Attempts  int
-	LastError string
+	EntryID    string
+	TaskID     string
+	Type       string
+	FailedAt   time.Time
+	Attempts   int
+	LastError  string
+	ErrorClass string
 }
 
 // WorkerInfo is a worker's heartbeat record.

@@ -98,8 +98,9 @@ func validConfig(c QueueConfig) error {
 	return nil
 }
 
-// EnsureQueue writes the queue's config and creates the consumer group "workers"
-// on its ten streams (MKSTREAM). Idempotent; call it again to change the config.
+// EnsureQueue writes the queue's config, registers the queue in its
+// namespace's set (see Queues) and creates the consumer group "workers" on its
+// ten streams (MKSTREAM). Idempotent; call it again to change the config.
 func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) error {
 	if err := validQueue(q); err != nil {
 		return err
@@ -121,6 +122,9 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 		cfgDLQ, dlq, cfgDLQMaxLen, cfg.DeadLetterMaxLen, cfgVisibility, ms(cfg.VisibilityTimeout),
 	).Err(); err != nil {
 		return fmt.Errorf("broker: write config of %s: %w", q, err)
+	}
+	if err := b.rdb.SAdd(ctx, namespaceQueues(q.Namespace), q.Name).Err(); err != nil {
+		return fmt.Errorf("broker: register %s: %w", q, err)
 	}
 	for _, s := range k.streams() {
 		err := b.rdb.XGroupCreateMkStream(ctx, s, group, "0").Err()

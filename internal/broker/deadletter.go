@@ -2,9 +2,12 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // DeadLetters lists up to limit dead-letter entries, newest first.
@@ -18,13 +21,43 @@ func (b *Broker) DeadLetters(ctx context.Context, q QueueRef, limit int) ([]Dead
 	}
 	out := make([]DeadLetter, 0, len(msgs))
 	for _, m := range msgs {
-		s := func(f string) string { v, _ := m.Values[f].(string); return v }
-		at, _ := strconv.ParseInt(s("failed_at"), 10, 64)
-		attempts, _ := strconv.Atoi(s("attempts"))
-		out = append(out, DeadLetter{EntryID: m.ID, TaskID: s("task"), Type: s("type"),
-			FailedAt: time.UnixMilli(at).UTC(), Attempts: attempts, LastError: s("error")})
+		out = append(out, deadLetterOf(m))
 	}
 	return out, nil
+}
+
+func deadLetterOf(m redis.XMessage) DeadLetter {
+	s := func(f string) string { v, _ := m.Values[f].(string); return v }
+	at, _ := strconv.ParseInt(s("failed_at"), 10, 64)
+	attempts, _ := strconv.Atoi(s("attempts"))
+	return DeadLetter{EntryID: m.ID, TaskID: s("task"), Type: s("type"), FailedAt: time.UnixMilli(at).UTC(),
+		Attempts: attempts, LastError: s("error"), ErrorClass: s("class")}
+}
+
+// DeadLetter returns the dead-letter entry of task id; ErrDLQEntryNotFound
+// when the task has none (never dead-lettered, requeued, discarded, purged or
+// trimmed).
+func (b *Broker) DeadLetter(ctx context.Context, q QueueRef, id string) (DeadLetter, error) {
+	notFound := &Error{Code: CodeDLQEntryNotFound, Message: fmt.Sprintf("task %q has no dead-letter entry", id)}
+	if !validID(id) {
+		return DeadLetter{}, notFound
+	}
+	k := keysFor(q)
+	eid, err := b.rdb.HGet(ctx, k.task(id), "dlq").Result()
+	if errors.Is(err, redis.Nil) {
+		return DeadLetter{}, notFound
+	}
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("broker: dead letter of %s: %w", id, err)
+	}
+	msgs, err := b.rdb.XRange(ctx, k.deadLetter(), eid, eid).Result()
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("broker: dead letter of %s: %w", id, err)
+	}
+	if len(msgs) == 0 {
+		return DeadLetter{}, notFound
+	}
+	return deadLetterOf(msgs[0]), nil
 }
 
 // Requeue puts a DeadLettered task back on its stream with attempt 1 and resets

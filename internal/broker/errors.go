@@ -21,6 +21,7 @@ const (
 	CodeConsumerBusy          Code = "CONSUMER_BUSY"           // a consumer with pending entries cannot be removed
 	CodeStaleExecution        Code = "STALE_EXECUTION"         // another worker took the task over; the call changed nothing
 	CodeEvictionPolicy        Code = "REDIS_EVICTION_POLICY"   // Redis may evict keys (maxmemory-policy is not noeviction)
+	CodeInvalidRequest        Code = "INVALID_REQUEST"         // 400, a malformed argument other than a task (e.g. a list's continue token)
 )
 
 // Error is the engine's typed error. errors.Is(err, ErrQueueFull) and friends
@@ -55,6 +56,7 @@ var (
 	ErrConsumerBusy          = &Error{Code: CodeConsumerBusy}
 	ErrStaleExecution        = &Error{Code: CodeStaleExecution}
 	ErrEvictionPolicy        = &Error{Code: CodeEvictionPolicy}
+	ErrInvalidRequest        = &Error{Code: CodeInvalidRequest}
 )
 
 // CodeOf returns the code of an engine error, or "" for any other error.

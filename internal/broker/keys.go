@@ -32,6 +32,12 @@ func (k keys) paused() string                { return k.prefix + "paused" }
 func (k keys) config() string                { return k.prefix + "config" }
 func (k keys) workers() string               { return k.prefix + "workers" }
 func (k keys) worker(id string) string       { return k.prefix + "worker:" + id }
+func (k keys) taskIndex() string             { return k.prefix + "tasks" }
+
+// namespaceQueues is the set of the queue names of namespace ns that
+// EnsureQueue registered (see Queues). It is the one key outside any queue's
+// hash tag: its own tag is the namespace.
+func namespaceQueues(ns string) string { return "dtq:{" + ns + "}:queues" }
 
 // streams returns the ten band streams, p0..p9.
 func (k keys) streams() []string {

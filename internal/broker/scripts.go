@@ -230,16 +230,16 @@ func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 // of delayed work cannot bypass backpressure. The idempotency record is written
 // without expiry: it gets the idempotency TTL when its task ends (idem_update).
 //
-// KEYS[1] config, KEYS[2] schedule, KEYS[3..12] streams p0..p9; then per item
-// i (from 0) KEYS[13+2i] its task hash, KEYS[14+2i] its idempotency record (the
-// config key again when it has no idempotency key).
-// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 12 per item from ARGV[4+12i]:
+// KEYS[1] config, KEYS[2] schedule, KEYS[3..12] streams p0..p9, KEYS[13] task
+// index; then per item i (from 0) KEYS[14+2i] its task hash, KEYS[15+2i] its
+// idempotency record (the config key again when it has no idempotency key).
+// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 13 per item from ARGV[4+13i]:
 // task id, idempotency key ("" none), compact payload size, type, payload,
 // priority, max attempts (0: queue default), timeout ms (0: queue default),
 // not-before ms (0: now), expires-at ms (0: never), "1" when the caller chose
 // the ID (so it may exist already), "0" when it is fresh random, "1" when a
 // Task CR submits it (the hash gets from_cr, which the orphan sweep reads),
-// else "0".
+// else "0", metadata object ("" none).
 // Returns {"notfound"} (queue config missing: nothing written) or
 // {"ok", {item reply}...} with one reply per item, one of
 //
@@ -256,7 +256,10 @@ func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 // hash per task; the call, the config read, the depth gate's ten XLENs and
 // ZCARD, and the TaskQueued event are paid once per batch (one events entry
 // lists the batch's new tasks in a "tasks" field; ReadEvents expands it to one
-// Event per task).
+// Event per task), and so is the task index (list.go): one ZADD of the batch's
+// new tasks scored by created_at, after removing the index's oldest entries
+// whose task hash is gone (as many as the batch adds, plus one), so the index
+// holds about the tasks still retained.
 // The task hash gets its retention TTL when the task finishes (finish, exhaust,
 // complete), not here: retention counts from the end, so a task waiting in a
 // long backlog or delayed past the retention never vanishes. It carries only
@@ -321,19 +324,37 @@ local function submit(tk, rk, a)
   if ikey ~= "" then f[#f + 1] = "ikey"; f[#f + 1] = ikey end
   if ARGV[a + 9] ~= "0" then f[#f + 1] = "expires_at"; f[#f + 1] = ARGV[a + 9] end
   if ARGV[a + 11] == "1" then f[#f + 1] = "from_cr"; f[#f + 1] = "1" end
+  if ARGV[a + 12] ~= "" then f[#f + 1] = "meta"; f[#f + 1] = ARGV[a + 12] end
   if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg else f[#f + 1] = "available_at"; f[#f + 1] = avail end
   redis.call("HSET", tk, unpack(f))
   queued[#queued + 1] = id
   return {"new", state, maxAttempts, timeout}
 end
 
+-- index_new trims the index's oldest entries whose task is gone, then adds
+-- the batch's new tasks.
+local function index_new()
+  local gone = {}
+  for _, id in ipairs(redis.call("ZRANGE", KEYS[13], 0, #queued)) do
+    if redis.call("EXISTS", k_task(id)) == 0 then gone[#gone + 1] = id end
+  end
+  if #gone > 0 then redis.call("ZREM", KEYS[13], unpack(gone)) end
+  local z = {}
+  for i, id in ipairs(queued) do z[2 * i - 1] = now; z[2 * i] = id end
+  redis.call("ZADD", KEYS[13], unpack(z))
+end
+
 local out = {}
-for i = 0, (#ARGV - 3) / 12 - 1 do
-  local ok, r = pcall(submit, KEYS[13 + 2 * i], KEYS[14 + 2 * i], 4 + 12 * i)
+for i = 0, (#ARGV - 3) / 13 - 1 do
+  local ok, r = pcall(submit, KEYS[14 + 2 * i], KEYS[15 + 2 * i], 4 + 13 * i)
   out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
 end
-if #queued > 0 then -- a failure here must not fail tasks already written; the resync covers a lost event
+-- A failure of the event or the index must not fail tasks already written:
+-- the resync covers a lost event, and a task missing from the index is only
+-- missing from lists.
+if #queued > 0 then
   pcall(redis.call, "XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*", "type", "TaskQueued", "tasks", table.concat(queued, " "), "attempt", 1, "at", now)
+  pcall(index_new)
 end
 return {"ok", out}
 `)

@@ -17,6 +17,10 @@ const (
 	maxKeyLen  = 256
 )
 
+// MaxMetadataBytes limits a submission's metadata object (compact JSON), as
+// the original's 4 KB.
+const MaxMetadataBytes = 4096
+
 // validID reports whether id matches [A-Za-z0-9_-]{1,64}; only such IDs appear
 // in keys, records and stream entries.
 func validID(id string) bool {
@@ -45,16 +49,35 @@ func NewTaskID() string {
 // compactPayload validates that p is a JSON object ({} when empty) and returns
 // its compact encoding, whose length is what MaxPayloadBytes limits.
 func compactPayload(p json.RawMessage) ([]byte, error) {
-	if len(bytes.TrimSpace(p)) == 0 {
-		return []byte("{}"), nil
+	return compactObject("payload", p, []byte("{}"))
+}
+
+// compactMetadata validates that m is a JSON object of at most
+// MaxMetadataBytes compact; empty and {} give nil (nothing stored).
+func compactMetadata(m json.RawMessage) ([]byte, error) {
+	out, err := compactObject("metadata", m, nil)
+	if err != nil || string(out) == "{}" {
+		return nil, err
+	}
+	if len(out) > MaxMetadataBytes {
+		return nil, invalid("metadata is %d bytes, limit %d", len(out), MaxMetadataBytes)
+	}
+	return out, nil
+}
+
+// compactObject returns the compact encoding of the JSON object v (field names
+// the field in errors), or empty when v is empty.
+func compactObject(field string, v json.RawMessage, empty []byte) ([]byte, error) {
+	if len(bytes.TrimSpace(v)) == 0 {
+		return empty, nil
 	}
 	var buf bytes.Buffer
-	buf.Grow(len(p))
-	if err := json.Compact(&buf, p); err != nil {
-		return nil, invalid("payload is not valid JSON: %v", err)
+	buf.Grow(len(v))
+	if err := json.Compact(&buf, v); err != nil {
+		return nil, invalid("%s is not valid JSON: %v", field, err)
 	}
 	if buf.Len() == 0 || buf.Bytes()[0] != '{' {
-		return nil, invalid("payload must be a JSON object")
+		return nil, invalid("%s must be a JSON object", field)
 	}
 	return buf.Bytes(), nil
 }
@@ -109,21 +132,27 @@ func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (Sub
 	if err != nil {
 		return SubmitResult{}, err
 	}
+	meta, err := compactMetadata(req.Metadata)
+	if err != nil {
+		return SubmitResult{}, err
+	}
 	chosenID := "1"
 	if req.ID == "" {
 		req.ID, chosenID = NewTaskID(), "0"
 	}
-	res, err := b.batchers(q).submit.do(ctx, submitItem{req: req, payload: payload, chosenID: chosenID})
+	res, err := b.batchers(q).submit.do(ctx, submitItem{req: req, payload: payload, meta: meta, chosenID: chosenID})
 	if err != nil && CodeOf(err) == "" {
 		return SubmitResult{}, fmt.Errorf("broker: submit to %s: %w", q, err)
 	}
 	return res, err
 }
 
-// submitItem is one Submit in a batch: the validated request and its compact payload.
+// submitItem is one Submit in a batch: the validated request and its compact
+// payload and metadata.
 type submitItem struct {
 	req      SubmitRequest
 	payload  []byte
+	meta     []byte
 	chosenID string
 }
 
@@ -132,9 +161,10 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 	k := keysFor(q)
 	now, nowtxt := b.now()
 	cfgKey := k.config() // also the record key of items without an idempotency key
-	keys := make([]string, 0, 2+Bands+2*len(items))
+	keys := make([]string, 0, 3+Bands+2*len(items))
 	keys = append(append(keys, cfgKey, k.schedule()), k.streams()...)
-	args := make([]any, 0, 3+12*len(items))
+	keys = append(keys, k.taskIndex())
+	args := make([]any, 0, 3+13*len(items))
 	args = append(args, k.prefix, now, nowtxt)
 	notBefore := make([]int64, len(items))
 	for i, it := range items {
@@ -152,7 +182,7 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 		}
 		keys = append(keys, k.task(r.ID), idemKey)
 		args = append(args, r.ID, r.IdempotencyKey, len(it.payload), r.Type, it.payload,
-			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR)
+			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.meta)
 	}
 	v, err := submitBatchScript.Run(ctx, b.fast, keys, args...).Slice()
 	if err != nil {
@@ -179,6 +209,9 @@ func submitReply(q QueueRef, it submitItem, now, notBefore int64, v []any) (Subm
 			ID: req.ID, Queue: q, Type: req.Type, Payload: it.payload, IdempotencyKey: req.IdempotencyKey,
 			Priority: req.Priority, State: State(str(v[1])), Attempt: 1, MaxAttempts: maxAttempts,
 			Timeout: time.Duration(timeout) * time.Millisecond, CreatedAt: created, AvailableAt: created,
+		}
+		if len(it.meta) > 0 {
+			t.Metadata = it.meta
 		}
 		if notBefore > 0 {
 			t.AvailableAt = time.UnixMilli(notBefore).UTC()

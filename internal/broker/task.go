@@ -47,6 +47,9 @@ func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
 	if p := m["payload"]; p != "" { // "" once the task succeeded, was cancelled or expired
 		ti.Payload = json.RawMessage(p)
 	}
+	if md, ok := m["meta"]; ok {
+		ti.Metadata = json.RawMessage(md)
+	}
 	return ti
 }
 
