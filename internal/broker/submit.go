@@ -125,26 +125,83 @@ func msOrZero(t time.Time) int64 {
 // would get alone; the times of the task (created_at, the record's updated_at)
 // are those of the batch's script call.
 func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (SubmitResult, error) {
-	if err := validate(req); err != nil {
+	it, err := prepare(req)
+	if err != nil {
 		return SubmitResult{}, err
+	}
+	res, err := b.batchers(q).submit.do(ctx, it)
+	if err != nil && CodeOf(err) == "" {
+		return SubmitResult{}, fmt.Errorf("broker: submit to %s: %w", q, err)
+	}
+	return res, err
+}
+
+// prepare validates req and builds its batch item (a random ID when it has none).
+func prepare(req SubmitRequest) (submitItem, error) {
+	if err := validate(req); err != nil {
+		return submitItem{}, err
 	}
 	payload, err := compactPayload(req.Payload)
 	if err != nil {
-		return SubmitResult{}, err
+		return submitItem{}, err
 	}
 	meta, err := compactMetadata(req.Metadata)
 	if err != nil {
-		return SubmitResult{}, err
+		return submitItem{}, err
 	}
 	chosenID := "1"
 	if req.ID == "" {
 		req.ID, chosenID = NewTaskID(), "0"
 	}
-	res, err := b.batchers(q).submit.do(ctx, submitItem{req: req, payload: payload, meta: meta, chosenID: chosenID})
-	if err != nil && CodeOf(err) == "" {
-		return SubmitResult{}, fmt.Errorf("broker: submit to %s: %w", q, err)
+	return submitItem{req: req, payload: payload, meta: meta, chosenID: chosenID}, nil
+}
+
+// SubmitMany submits reqs in order, each with exactly the result Submit would
+// give it at that point (a later request with the key of an earlier one gets
+// ErrIdempotencyInProgress naming it; the depth gate counts the ones admitted
+// before it), in script calls of up to 128 requests. It returns one result
+// and one error per request, or a single error when Redis failed (requests of
+// script calls that went through stay submitted: resubmitting the same
+// requests with idempotency keys is safe).
+func (b *Broker) SubmitMany(ctx context.Context, q QueueRef, reqs []SubmitRequest) ([]SubmitResult, []error, error) {
+	res := make([]SubmitResult, len(reqs))
+	errs := make([]error, len(reqs))
+	items := make([]submitItem, 0, min(len(reqs), maxBatch))
+	pos := make([]int, 0, cap(items)) // request index of each item
+	flush := func() error {
+		if len(items) == 0 {
+			return nil
+		}
+		r, e, err := b.submitBatch(ctx, q, items)
+		if err != nil {
+			if CodeOf(err) == "" {
+				err = fmt.Errorf("broker: submit to %s: %w", q, err)
+			}
+			return err
+		}
+		for i, p := range pos {
+			res[p], errs[p] = r[i], e[i]
+		}
+		items, pos = items[:0], pos[:0]
+		return nil
 	}
-	return res, err
+	for i, req := range reqs {
+		it, err := prepare(req)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		items, pos = append(items, it), append(pos, i)
+		if len(items) == maxBatch {
+			if err := flush(); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, nil, err
+	}
+	return res, errs, nil
 }
 
 // submitItem is one Submit in a batch: the validated request and its compact

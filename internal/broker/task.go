@@ -28,6 +28,7 @@ func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
 		Priority:        int(i("prio")),
 		State:           State(m["state"]),
 		Attempt:         int(i("attempt")),
+		PrevAttempts:    int(i("previous_attempts")),
 		MaxAttempts:     int(i("max_attempts")),
 		Timeout:         time.Duration(i("timeout_ms")) * time.Millisecond,
 		CreatedAt:       t("created_at"),

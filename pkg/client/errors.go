@@ -1,0 +1,109 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package client
+
+import (
+	"fmt"
+	"time"
+)
+
+// Error codes of the API, each with its HTTP status.
+const (
+	CodeInvalidTask           = "INVALID_TASK"            // 400: a task field is invalid (details.field names it)
+	CodeInvalidRequest        = "INVALID_REQUEST"         // 400: a bad query parameter, header or batch envelope
+	CodeUnauthorized          = "UNAUTHORIZED"            // 401: no bearer token, or one the API server rejects
+	CodeForbidden             = "FORBIDDEN"               // 403: RBAC does not allow the verb
+	CodeNotFound              = "NOT_FOUND"               // 404: no such path
+	CodeQueueNotFound         = "QUEUE_NOT_FOUND"         // 404
+	CodeTaskNotFound          = "TASK_NOT_FOUND"          // 404
+	CodeDLQEntryNotFound      = "DLQ_ENTRY_NOT_FOUND"     // 404
+	CodeMethodNotAllowed      = "METHOD_NOT_ALLOWED"      // 405
+	CodeIdempotencyInProgress = "IDEMPOTENCY_IN_PROGRESS" // 409: details.task_id is the in-flight task
+	CodeCancelRequested       = "CANCEL_REQUESTED"        // 409: the task is running; its worker was asked to stop it
+	CodeTaskConflict          = "TASK_CONFLICT"           // 409: e.g. requeue of a task that is not dead-lettered
+	CodeTaskTerminal          = "TASK_TERMINAL"           // 410: the task has finished
+	CodePayloadTooLarge       = "PAYLOAD_TOO_LARGE"       // 413: payload over the Queue's limit, or body over the server's
+	CodeQueueFull             = "QUEUE_FULL"              // 429: Retry-After says when to try again
+	CodeInternal              = "INTERNAL_ERROR"          // 500
+	CodeRedisUnavailable      = "REDIS_UNAVAILABLE"       // 503
+)
+
+// Error is an error answer of the API, whose body is {code, message, details,
+// request_id}. Compare with errors.Is against the Err* sentinels (the code
+// decides), and use errors.As to read TaskID or RetryAfter:
+//
+//	var e *client.Error
+//	if errors.As(err, &e) && e.Code == client.CodeIdempotencyInProgress { wait for e.TaskID }
+type Error struct {
+	Code      string         `json:"code"`
+	Message   string         `json:"message"`
+	Details   map[string]any `json:"details"`
+	RequestID string         `json:"request_id,omitempty"`
+
+	// StatusCode is the HTTP status (set for errors of the direct producer
+	// too, as the API would answer).
+	StatusCode int `json:"-"`
+	// TaskID is the task concerned: the in-flight task of
+	// IDEMPOTENCY_IN_PROGRESS, the task of CANCEL_REQUESTED and TASK_TERMINAL.
+	TaskID string `json:"-"`
+	// RetryAfter is how long to wait before submitting again (QUEUE_FULL).
+	RetryAfter time.Duration `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.RequestID != "" {
+		return fmt.Sprintf("%s: %s (request %s)", e.Code, e.Message, e.RequestID)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Is matches an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Sentinels for errors.Is, one per code.
+var (
+	ErrInvalidTask           = &Error{Code: CodeInvalidTask}
+	ErrInvalidRequest        = &Error{Code: CodeInvalidRequest}
+	ErrUnauthorized          = &Error{Code: CodeUnauthorized}
+	ErrForbidden             = &Error{Code: CodeForbidden}
+	ErrNotFound              = &Error{Code: CodeNotFound}
+	ErrQueueNotFound         = &Error{Code: CodeQueueNotFound}
+	ErrTaskNotFound          = &Error{Code: CodeTaskNotFound}
+	ErrDLQEntryNotFound      = &Error{Code: CodeDLQEntryNotFound}
+	ErrMethodNotAllowed      = &Error{Code: CodeMethodNotAllowed}
+	ErrIdempotencyInProgress = &Error{Code: CodeIdempotencyInProgress}
+	ErrCancelRequested       = &Error{Code: CodeCancelRequested}
+	ErrTaskConflict          = &Error{Code: CodeTaskConflict}
+	ErrTaskTerminal          = &Error{Code: CodeTaskTerminal}
+	ErrPayloadTooLarge       = &Error{Code: CodePayloadTooLarge}
+	ErrQueueFull             = &Error{Code: CodeQueueFull}
+	ErrInternal              = &Error{Code: CodeInternal}
+	ErrRedisUnavailable      = &Error{Code: CodeRedisUnavailable}
+)
+
+// fillFromDetails sets TaskID and RetryAfter from the details the server sent.
+func (e *Error) fillFromDetails() {
+	if id, ok := e.Details["task_id"].(string); ok {
+		e.TaskID = id
+	}
+	if s, ok := e.Details["retry_after_s"].(float64); ok && e.RetryAfter == 0 {
+		e.RetryAfter = time.Duration(s * float64(time.Second))
+	}
+}
