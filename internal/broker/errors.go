@@ -32,6 +32,7 @@ type Error struct {
 	TaskID  string // IDEMPOTENCY_IN_PROGRESS: the in-flight task
 	Depth   int64  // QUEUE_FULL
 	Limit   int64  // QUEUE_FULL, PAYLOAD_TOO_LARGE
+	Field   string // INVALID_TASK: the field at fault, as the HTTP API names it ("" unknown)
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }

@@ -35,8 +35,9 @@ func validID(id string) bool {
 	return true
 }
 
-func invalid(format string, a ...any) error {
-	return &Error{Code: CodeInvalidTask, Message: fmt.Sprintf(format, a...)}
+// invalid is an INVALID_TASK error about field (named as in the HTTP API).
+func invalid(field, format string, a ...any) error {
+	return &Error{Code: CodeInvalidTask, Field: field, Message: fmt.Sprintf(format, a...)}
 }
 
 // NewTaskID returns a random 32-hex-digit task ID.
@@ -60,7 +61,7 @@ func compactMetadata(m json.RawMessage) ([]byte, error) {
 		return nil, err
 	}
 	if len(out) > MaxMetadataBytes {
-		return nil, invalid("metadata is %d bytes, limit %d", len(out), MaxMetadataBytes)
+		return nil, invalid("metadata", "metadata is %d bytes, limit %d", len(out), MaxMetadataBytes)
 	}
 	return out, nil
 }
@@ -74,10 +75,10 @@ func compactObject(field string, v json.RawMessage, empty []byte) ([]byte, error
 	var buf bytes.Buffer
 	buf.Grow(len(v))
 	if err := json.Compact(&buf, v); err != nil {
-		return nil, invalid("%s is not valid JSON: %v", field, err)
+		return nil, invalid(field, "%s is not valid JSON: %v", field, err)
 	}
 	if buf.Len() == 0 || buf.Bytes()[0] != '{' {
-		return nil, invalid("%s must be a JSON object", field)
+		return nil, invalid(field, "%s must be a JSON object", field)
 	}
 	return buf.Bytes(), nil
 }
@@ -85,17 +86,17 @@ func compactObject(field string, v json.RawMessage, empty []byte) ([]byte, error
 func validate(req SubmitRequest) error {
 	switch {
 	case req.ID != "" && !validID(req.ID):
-		return invalid("id must match [A-Za-z0-9_-]{1,64}")
+		return invalid("task_id", "id must match [A-Za-z0-9_-]{1,64}")
 	case req.Type == "" || len(req.Type) > maxTypeLen:
-		return invalid("type must be 1..%d bytes", maxTypeLen)
+		return invalid("task_type", "type must be 1..%d bytes", maxTypeLen)
 	case len(req.IdempotencyKey) > maxKeyLen:
-		return invalid("idempotency key must be 1..%d bytes", maxKeyLen)
+		return invalid("idempotency_key", "idempotency key must be 1..%d bytes", maxKeyLen)
 	case req.Priority < 0 || req.Priority > 9:
-		return invalid("priority must be 0..9")
+		return invalid("priority", "priority must be 0..9")
 	case req.MaxAttempts < 0 || req.MaxAttempts > MaxAttemptsCap:
-		return invalid("maxAttempts must be 1..%d", MaxAttemptsCap)
+		return invalid("max_attempts", "maxAttempts must be 1..%d", MaxAttemptsCap)
 	case req.Timeout != 0 && (req.Timeout < time.Millisecond || req.Timeout > time.Hour):
-		return invalid("timeout must be 1ms..1h")
+		return invalid("timeout_ms", "timeout must be 1ms..1h")
 	}
 	return nil
 }

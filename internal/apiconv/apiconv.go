@@ -1,0 +1,229 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package apiconv converts between the HTTP API's documents (pkg/client) and
+// the engine's types (internal/broker). The HTTP API and the direct-Redis
+// producer both use it, so a submission means the same through either.
+package apiconv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/client"
+)
+
+// DefaultPriority is the priority of a submission that sets none.
+const DefaultPriority = 5
+
+// RetryAfter is what a QUEUE_FULL answer tells the producer to wait.
+const RetryAfter = 5 * time.Second
+
+// maxSeconds bounds delay_seconds and ttl_seconds (100 years) so the times
+// they give stay representable.
+const maxSeconds = 100 * 365 * 24 * 3600
+
+// Submission converts a submission to the engine's request. headerKey is the
+// Idempotency-Key header ("" when absent); it wins over the body's field.
+// delay_seconds and ttl_seconds count from now.
+func Submission(body client.SubmitRequest, headerKey string, now time.Time) (broker.SubmitRequest, error) {
+	req := broker.SubmitRequest{
+		Type:           body.TaskType,
+		Payload:        body.Payload,
+		IdempotencyKey: body.IdempotencyKey,
+		Priority:       DefaultPriority,
+		MaxAttempts:    body.MaxAttempts,
+		Timeout:        time.Duration(body.TimeoutMs) * time.Millisecond,
+		Metadata:       body.Metadata,
+	}
+	if headerKey != "" {
+		req.IdempotencyKey = headerKey
+	}
+	if body.Priority != nil {
+		req.Priority = *body.Priority
+	}
+	switch {
+	case body.TaskType == "":
+		return req, Invalid("task_type", "task_type is required")
+	case body.TimeoutMs < 0 || body.TimeoutMs > time.Hour.Milliseconds():
+		return req, Invalid("timeout_ms", "timeout_ms must be 1..3600000")
+	case body.DelaySeconds < 0 || body.DelaySeconds > maxSeconds || math.IsNaN(body.DelaySeconds):
+		return req, Invalid("delay_seconds", "delay_seconds must be 0 or more")
+	case body.DelaySeconds > 0 && body.NotBefore != nil:
+		return req, Invalid("not_before", "set delay_seconds or not_before, not both")
+	case body.TTLSeconds < 0 || body.TTLSeconds > maxSeconds || math.IsNaN(body.TTLSeconds):
+		return req, Invalid("ttl_seconds", "ttl_seconds must be more than 0")
+	}
+	if body.DelaySeconds > 0 {
+		req.NotBefore = now.Add(seconds(body.DelaySeconds))
+	}
+	if body.NotBefore != nil {
+		req.NotBefore = *body.NotBefore
+	}
+	if body.TTLSeconds > 0 {
+		req.ExpiresAt = now.Add(seconds(body.TTLSeconds))
+	}
+	return req, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Invalid is a 400 INVALID_TASK error about field.
+func Invalid(field, format string, a ...any) *client.Error {
+	return &client.Error{StatusCode: http.StatusBadRequest, Code: client.CodeInvalidTask,
+		Message: fmt.Sprintf(format, a...), Details: map[string]any{"field": field}}
+}
+
+// Task converts a task record; duplicate marks a replay.
+func Task(t broker.TaskInfo, duplicate bool) client.Task {
+	out := client.Task{
+		TaskID:           t.ID,
+		Namespace:        t.Queue.Namespace,
+		Queue:            t.Queue.Name,
+		TaskType:         t.Type,
+		Payload:          t.Payload,
+		IdempotencyKey:   t.IdempotencyKey,
+		Status:           client.TaskStatus(t.State),
+		Priority:         t.Priority,
+		Attempt:          t.Attempt,
+		PreviousAttempts: t.PrevAttempts,
+		MaxAttempts:      t.MaxAttempts,
+		TimeoutMs:        t.Timeout.Milliseconds(),
+		CreatedAt:        t.CreatedAt,
+		AvailableAt:      t.AvailableAt,
+		ExpiresAt:        timeOrNil(t.ExpiresAt),
+		Metadata:         t.Metadata,
+		Result:           t.Result,
+		ResultTruncated:  t.ResultTruncated,
+		Duplicate:        duplicate,
+		Execution: client.Execution{
+			StartedAt:       timeOrNil(t.StartedAt),
+			FinishedAt:      timeOrNil(t.FinishedAt),
+			WorkerID:        t.WorkerID,
+			ErrorClass:      t.LastErrorClass,
+			ErrorMessage:    t.LastError,
+			CancelRequested: t.CancelRequested,
+		},
+	}
+	if !t.StartedAt.IsZero() && !t.FinishedAt.IsZero() && !t.FinishedAt.Before(t.StartedAt) {
+		d := t.FinishedAt.Sub(t.StartedAt).Milliseconds()
+		out.Execution.DurationMs = &d
+	}
+	return out
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// Stats converts a queue's backlog; workers is its live worker count.
+func Stats(q broker.QueueRef, s broker.QueueStats, workers int) client.QueueStats {
+	return client.QueueStats{
+		Namespace: q.Namespace, Queue: q.Name, Paused: s.Paused, Depth: s.Depth,
+		DepthByPriority: s.Bands[:], Queued: s.Queued, InFlight: s.InFlight,
+		Scheduled: s.Scheduled, DeadLettered: s.DeadLettered, Workers: workers,
+	}
+}
+
+// Worker converts a worker's heartbeat record.
+func Worker(w broker.WorkerInfo) client.Worker {
+	return client.Worker{WorkerID: w.ID, Hostname: w.Hostname, Status: w.Status, Concurrency: w.Concurrency,
+		InFlight: w.Active, StartedAt: w.StartedAt, LastHeartbeat: w.LastHeartbeat}
+}
+
+// DeadLetter converts a dead-letter entry.
+func DeadLetter(d broker.DeadLetter) client.DeadLetter {
+	return client.DeadLetter{EntryID: d.EntryID, TaskID: d.TaskID, TaskType: d.Type, FailedAt: d.FailedAt,
+		AttemptsMade: d.Attempts, LastError: d.LastError, LastErrorClass: d.ErrorClass}
+}
+
+// statuses maps each engine code to its HTTP status.
+var statuses = map[broker.Code]int{
+	broker.CodeInvalidTask:           http.StatusBadRequest,
+	broker.CodeInvalidRequest:        http.StatusBadRequest,
+	broker.CodePayloadTooLarge:       http.StatusRequestEntityTooLarge,
+	broker.CodeIdempotencyInProgress: http.StatusConflict,
+	broker.CodeQueueFull:             http.StatusTooManyRequests,
+	broker.CodeQueueNotFound:         http.StatusNotFound,
+	broker.CodeTaskNotFound:          http.StatusNotFound,
+	broker.CodeTaskTerminal:          http.StatusGone,
+	broker.CodeTaskConflict:          http.StatusConflict,
+	broker.CodeDLQEntryNotFound:      http.StatusNotFound,
+	broker.CodeConsumerBusy:          http.StatusConflict,
+}
+
+// Error converts an engine error into the API's: an engine *Error keeps its
+// code (with details: the task ID of IDEMPOTENCY_IN_PROGRESS, the limits of
+// QUEUE_FULL and PAYLOAD_TOO_LARGE, the field of INVALID_TASK); a failure to
+// reach Redis is 503 REDIS_UNAVAILABLE; anything else 500 INTERNAL_ERROR.
+// An *client.Error is returned as is.
+func Error(err error) *client.Error {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var be *broker.Error
+	if errors.As(err, &be) {
+		e := &client.Error{StatusCode: statuses[be.Code], Code: string(be.Code), Message: be.Message, Details: map[string]any{}}
+		if e.StatusCode == 0 {
+			e.StatusCode = http.StatusInternalServerError
+		}
+		switch be.Code {
+		case broker.CodeIdempotencyInProgress:
+			e.TaskID = be.TaskID
+			e.Details["task_id"] = be.TaskID
+		case broker.CodeQueueFull:
+			e.RetryAfter = RetryAfter
+			e.Details["retry_after_s"] = int(RetryAfter.Seconds())
+			e.Details["depth"], e.Details["limit"] = be.Depth, be.Limit
+		case broker.CodePayloadTooLarge:
+			e.Details["limit"] = be.Limit
+		case broker.CodeInvalidTask:
+			if be.Field != "" {
+				e.Details["field"] = be.Field
+			}
+		}
+		return e
+	}
+	if unavailable(err) {
+		return &client.Error{StatusCode: http.StatusServiceUnavailable, Code: client.CodeRedisUnavailable,
+			Message: "Redis is unavailable: " + err.Error(), Details: map[string]any{}}
+	}
+	return &client.Error{StatusCode: http.StatusInternalServerError, Code: client.CodeInternal,
+		Message: "internal error", Details: map[string]any{}}
+}
+
+// unavailable reports whether err is a failure to reach or use Redis: a
+// network error, a closed connection, a timeout, or an error reply of the
+// server (out of memory, loading, read-only replica ...).
+func unavailable(err error) bool {
+	var ne net.Error
+	var re redis.Error
+	return errors.As(err, &ne) || errors.As(err, &re) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout)
+}

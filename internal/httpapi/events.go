@@ -1,0 +1,261 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/client"
+)
+
+// The events stream serves a queue's durable events stream (Redis) as
+// Server-Sent Events. One stream entry may hold several events (a submit
+// batch's TaskQueued lists its tasks), so an event's ID is "<entry>:<i>",
+// its entry's ID and its index in the entry, and the stream resumes exactly
+// after any event, on any replica, after any restart: Last-Event-ID (or
+// ?since=) "<entry>:<i>" resumes after that event, "<entry>" after the whole
+// entry, "0" from the oldest event kept; neither means from now. The first
+// thing the server sends is an "id:" line naming where it starts, so a client
+// that reconnects before its first event still resumes without a gap.
+
+// position is where a stream stands: after event index of entry, or after
+// the whole entry when index is -1.
+type position struct {
+	entry string
+	index int
+}
+
+func (p position) String() string {
+	if p.index < 0 {
+		return p.entry
+	}
+	return p.entry + ":" + strconv.Itoa(p.index)
+}
+
+// parsePosition parses "0", "<ms>-<seq>" or "<ms>-<seq>:<index>".
+func parsePosition(s string) (position, bool) {
+	if s == "0" {
+		return position{entry: "0-0", index: -1}, true
+	}
+	entry, idx, hasIdx := strings.Cut(s, ":")
+	if _, _, ok := parseEntryID(entry); !ok {
+		return position{}, false
+	}
+	p := position{entry: entry, index: -1}
+	if hasIdx {
+		n, err := strconv.Atoi(idx)
+		if err != nil || n < 0 {
+			return position{}, false
+		}
+		p.index = n
+	}
+	return p, true
+}
+
+// parseEntryID splits a stream entry ID "<ms>-<seq>".
+func parseEntryID(id string) (ms, seq uint64, ok bool) {
+	a, b, found := strings.Cut(id, "-")
+	var err1, err2 error
+	ms, err1 = strconv.ParseUint(a, 10, 64)
+	seq, err2 = strconv.ParseUint(b, 10, 64)
+	return ms, seq, found && err1 == nil && err2 == nil
+}
+
+// entryLess orders stream entry IDs.
+func entryLess(a, b string) bool {
+	am, as, _ := parseEntryID(a)
+	bm, bs, _ := parseEntryID(b)
+	return am < bm || am == bm && as < bs
+}
+
+// entryBefore returns the largest ID before id, so a read after it starts at id.
+func entryBefore(id string) string {
+	ms, seq, _ := parseEntryID(id)
+	switch {
+	case seq > 0:
+		return fmt.Sprintf("%d-%d", ms, seq-1)
+	case ms > 0:
+		return fmt.Sprintf("%d-%d", ms-1, uint64(1<<64-1))
+	}
+	return "0-0"
+}
+
+// eventsPage is how many stream entries one read takes.
+const eventsPage = 100
+
+// events streams the queue's events: ?task_id= keeps only one task's.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
+	ctx := r.Context()
+	from := r.Header.Get("Last-Event-ID")
+	name := "Last-Event-ID"
+	if from == "" {
+		from, name = r.URL.Query().Get("since"), "since"
+	}
+	var pos position
+	if from != "" {
+		var ok bool
+		if pos, ok = parsePosition(from); !ok {
+			s.writeError(w, r, invalidRequest(name, `%s must be "0", an event ID or a stream entry ID, not %q`, name, from))
+			return
+		}
+	}
+	if err := s.queueExists(ctx, q); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	oldest, newest, err := s.b.EventBounds(ctx, q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// Resuming before the oldest entry kept: the trimmed entries between may
+	// have held events (or none: the stream records no trimmed IDs), so the
+	// client is told it may have missed some.
+	truncated := from != "" && pos.entry != "0-0" && oldest != "" && entryLess(pos.entry, oldest)
+	if from == "" {
+		pos = position{entry: newest, index: -1}
+		if newest == "" {
+			pos.entry = "0-0"
+		}
+	}
+	task := r.URL.Query().Get("task_id")
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	fmt.Fprintf(w, "id: %s\n\n", pos)
+	if truncated {
+		writeEvent(w, "", client.Event{Type: client.EventsTruncated, Time: time.Now().UTC()})
+	}
+	if rc.Flush() != nil {
+		return
+	}
+
+	hb := s.hubs.subscribe(q)
+	defer s.hubs.unsubscribe(hb)
+	tick := time.NewTicker(s.opts.KeepAlive)
+	defer tick.Stop()
+	for {
+		wake := s.hubs.wakeup(hb) // taken before the read: a later append closes it
+		sent, err := s.sendAfter(w, r, q, &pos, task)
+		if err != nil {
+			s.log.Info("Events stream ended", "queue", q.String(), "error", err)
+			return
+		}
+		if sent && rc.Flush() != nil {
+			return
+		}
+		select {
+		case <-wake:
+		case <-tick.C:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		case <-s.hubs.done:
+			return
+		}
+	}
+}
+
+// sendAfter writes every event after pos (those of task only, when set) and
+// moves pos to the last entry read; it reports whether it wrote any.
+func (s *Server) sendAfter(w io.Writer, r *http.Request, q broker.QueueRef, pos *position, task string) (bool, error) {
+	sent := false
+	emit := func(evs []broker.Event, skipThrough int) error {
+		for _, ev := range indexed(evs) {
+			if ev.index <= skipThrough && ev.ID == pos.entry {
+				continue
+			}
+			if task != "" && ev.TaskID != task {
+				continue
+			}
+			id := position{entry: ev.ID, index: ev.index}.String()
+			if err := writeEvent(w, id, client.Event{EventID: id, Type: client.EventType(ev.Type), TaskID: ev.TaskID,
+				Attempt: ev.Attempt, Time: ev.At}); err != nil {
+				return err
+			}
+			sent = true
+		}
+		return nil
+	}
+	if pos.index >= 0 { // resume inside an entry: the rest of it first
+		evs, err := s.b.ReadEvents(r.Context(), q, entryBefore(pos.entry), 1, 0)
+		if err != nil {
+			return sent, err
+		}
+		if len(evs) > 0 && evs[0].ID == pos.entry {
+			if err := emit(evs, pos.index); err != nil {
+				return sent, err
+			}
+		}
+		pos.index = -1
+	}
+	for {
+		evs, err := s.b.ReadEvents(r.Context(), q, pos.entry, eventsPage, 0)
+		if err != nil || len(evs) == 0 {
+			return sent, err
+		}
+		if err := emit(evs, -1); err != nil {
+			return sent, err
+		}
+		pos.entry = evs[len(evs)-1].ID
+	}
+}
+
+type indexedEvent struct {
+	broker.Event
+	index int
+}
+
+// indexed numbers each event within its stream entry (ReadEvents returns an
+// entry's events together, in order).
+func indexed(evs []broker.Event) []indexedEvent {
+	out := make([]indexedEvent, len(evs))
+	for i, ev := range evs {
+		out[i] = indexedEvent{Event: ev}
+		if i > 0 && evs[i-1].ID == ev.ID {
+			out[i].index = out[i-1].index + 1
+		}
+	}
+	return out
+}
+
+// writeEvent writes one SSE event; an empty id writes no id line.
+func writeEvent(w io.Writer, id string, ev client.Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		_, err = fmt.Fprintf(w, "id: %s\ndata: %s\n\n", id, data)
+	} else {
+		_, err = fmt.Fprintf(w, "data: %s\n\n", data)
+	}
+	return err
+}

@@ -1,0 +1,211 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dtq-dev/dtq/internal/apiconv"
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/client"
+)
+
+// IdempotencyKeyHeader carries a submission's idempotency key; it wins over
+// the body's idempotency_key (the seed).
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// MaxBatch is the most tasks one batch may hold.
+const MaxBatch = 1000
+
+// submitStatus is 202 for a new task, 200 for a replay.
+func submitStatus(dup bool) int {
+	if dup {
+		return http.StatusOK
+	}
+	return http.StatusAccepted
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
+	var body submitBody
+	if err := decodeBody(w, r, s.opts.MaxBodyBytes, client.CodeInvalidTask, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := apiconv.Submission(body.request(), r.Header.Get(IdempotencyKeyHeader), time.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.b.Submit(r.Context(), q, req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, submitStatus(res.Duplicate), apiconv.Task(res.Task, res.Duplicate))
+}
+
+// submitBatch submits up to MaxBatch tasks in order, each with exactly the
+// semantics of a single submission (SubmitMany), and answers 200 with one
+// result per task. Only a failure of the whole batch (bad body, unknown
+// queue, Redis) is an error answer.
+func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
+	if r.Header.Get(IdempotencyKeyHeader) != "" {
+		s.writeError(w, r, invalidRequest(IdempotencyKeyHeader,
+			"the Idempotency-Key header does not apply to a batch: set idempotency_key on each task"))
+		return
+	}
+	var body batchBody
+	if err := decodeBody(w, r, s.opts.MaxBatchBodyBytes, client.CodeInvalidTask, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(body.Tasks) == 0 || len(body.Tasks) > MaxBatch {
+		s.writeError(w, r, invalidRequest("tasks", "a batch holds 1..%d tasks, not %d", MaxBatch, len(body.Tasks)))
+		return
+	}
+	results := make([]client.BatchResult, len(body.Tasks))
+	reqs := make([]broker.SubmitRequest, 0, len(body.Tasks))
+	pos := make([]int, 0, len(body.Tasks))
+	now := time.Now()
+	for i, item := range body.Tasks {
+		req, err := apiconv.Submission(item.request(), "", now)
+		if err != nil {
+			results[i] = errorResult(err)
+			continue
+		}
+		reqs, pos = append(reqs, req), append(pos, i)
+	}
+	res, errs, err := s.b.SubmitMany(r.Context(), q, reqs)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	for j, i := range pos {
+		if errs[j] != nil {
+			results[i] = errorResult(errs[j])
+			continue
+		}
+		t := apiconv.Task(res[j].Task, res[j].Duplicate)
+		results[i] = client.BatchResult{Status: submitStatus(res[j].Duplicate), Task: &t}
+	}
+	writeJSON(w, http.StatusOK, client.BatchResponse{Results: results})
+}
+
+func errorResult(err error) client.BatchResult {
+	e := apiconv.Error(err)
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	return client.BatchResult{Status: e.StatusCode, Error: e}
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
+	t, err := s.b.GetTask(r.Context(), q, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiconv.Task(t, false))
+}
+
+// listTasks answers a page of the queue's tasks, newest first: ?status= (a
+// TaskStatus, any case, underscores ignored: dead_lettered works), ?limit=
+// (1..500, 50) and ?continue= (the previous page's).
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
+	opts := broker.ListOptions{Continue: r.URL.Query().Get("continue")}
+	if v := r.URL.Query().Get("status"); v != "" {
+		st, ok := parseStatus(v)
+		if !ok {
+			s.writeError(w, r, invalidRequest("status", "unknown status %q", v))
+			return
+		}
+		opts.State = st
+	}
+	limit, err := limitParam(r, broker.MaxListLimit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	opts.Limit = limit
+	if err := s.queueExists(r.Context(), q); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := s.b.ListTasks(r.Context(), q, opts)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := client.TaskList{Tasks: make([]client.Task, 0, len(page.Tasks)), Continue: page.Continue}
+	for _, t := range page.Tasks {
+		out.Tasks = append(out.Tasks, apiconv.Task(t, false))
+	}
+	out.Count = len(out.Tasks)
+	writeJSON(w, http.StatusOK, out)
+}
+
+var states = []broker.State{broker.StatePending, broker.StateQueued, broker.StateRunning, broker.StateRetrying,
+	broker.StateSucceeded, broker.StateFailed, broker.StateDeadLettered, broker.StateCancelled, broker.StateExpired}
+
+func parseStatus(v string) (broker.State, bool) {
+	v = strings.ReplaceAll(v, "_", "")
+	for _, st := range states {
+		if strings.EqualFold(string(st), v) {
+			return st, true
+		}
+	}
+	return "", false
+}
+
+// limitParam reads ?limit= (1..max, default 50).
+func limitParam(r *http.Request, max int) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 50, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, invalidRequest("limit", "limit must be 1..%d", max)
+	}
+	return n, nil
+}
+
+// cancelTask answers 202 when the task ended Cancelled, 409 CANCEL_REQUESTED
+// when it is running (its worker is asked to stop it), 410 TASK_TERMINAL when
+// it had finished.
+func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
+	id := r.PathValue("id")
+	state, err := s.b.Cancel(r.Context(), q, id)
+	switch {
+	case errors.Is(err, broker.ErrTaskTerminal):
+		s.writeError(w, r, &client.Error{StatusCode: http.StatusGone, Code: client.CodeTaskTerminal,
+			Message: "task " + id + " has already finished: " + string(state),
+			Details: map[string]any{"task_id": id, "status": string(state)}})
+	case err != nil:
+		s.writeError(w, r, err)
+	case state == broker.StateRunning:
+		s.writeError(w, r, &client.Error{StatusCode: http.StatusConflict, Code: client.CodeCancelRequested,
+			Message: "task " + id + " is running: its worker was asked to cancel it",
+			Details: map[string]any{"task_id": id, "status": string(state)}})
+	default:
+		writeJSON(w, http.StatusAccepted, client.CancelResponse{TaskID: id, Status: client.TaskStatus(state)})
+	}
+}
