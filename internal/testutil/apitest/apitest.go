@@ -70,7 +70,6 @@ type Validator struct {
 // NewValidator returns the (shared) validator of the document.
 func NewValidator() (*Validator, error) {
 	once.Do(func() {
-		openapi3.SchemaErrorDetailsDisabled = true // one line per failure, not the whole schema
 		doc, err := Doc()
 		if err != nil {
 			loadErr = err
@@ -105,7 +104,9 @@ func (v *Validator) Check(req *http.Request, status int, header http.Header, bod
 		}
 		return nil
 	}
-	opts := &openapi3filter.Options{IncludeResponseStatus: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}
+	opts := &openapi3filter.Options{IncludeResponseStatus: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+		// one line per failure, not the whole schema
+		SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.DisableSchemaErrorDetails()}}
 	if body == nil {
 		opts.ExcludeResponseBody = true
 	}
