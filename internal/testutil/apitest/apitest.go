@@ -104,9 +104,7 @@ func (v *Validator) Check(req *http.Request, status int, header http.Header, bod
 		}
 		return nil
 	}
-	opts := &openapi3filter.Options{IncludeResponseStatus: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
-		// one line per failure, not the whole schema
-		SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.DisableSchemaErrorDetails()}}
+	opts := &openapi3filter.Options{IncludeResponseStatus: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}
 	if body == nil {
 		opts.ExcludeResponseBody = true
 	}
