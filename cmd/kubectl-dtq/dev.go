@@ -32,12 +32,14 @@ func newDevCommand() *cobra.Command {
 		Short: "Run dtq locally: control plane, Redis, operator and workers, with the samples applied",
 		Long: `dev runs the whole product on this machine, without a cluster or Docker:
 the envtest kube-apiserver and etcd, a private redis-server (AOF on), the CRDs,
-bin/manager, and a stand-in for the kubelet that runs every worker Deployment's
-replicas as local bin/worker processes (container images are ignored). It
-creates Queue default/default, applies the samples, writes the admin
-kubeconfig and prints one line:
+bin/manager, the HTTP API (bin/api) on a loopback port with Kubernetes
+authentication on, and a stand-in for the kubelet that runs every worker
+Deployment's replicas as local bin/worker processes (container images are
+ignored). It creates Queue default/default, applies the samples, writes the
+admin kubeconfig (cluster-admin by a ServiceAccount token, which the API
+accepts too) and the API's base URL to <dir>/api-url, and prints one line:
 
-  dtq dev: ready, export KUBECONFIG=<dir>/kubeconfig
+  dtq dev: ready, export KUBECONFIG=<dir>/kubeconfig, API at http://127.0.0.1:<port>
 
 then runs until Ctrl-C (or --timeout) and stops everything it started.
 Logs are in <dir>/logs. Run it from the repository root (make dev does).`,
@@ -46,7 +48,7 @@ Logs are in <dir>/logs. Run it from the repository root (make dev does).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dir, "dir", ".dev", "State directory: kubeconfig, etcd and Redis data, logs.")
-	fl.StringVar(&f.binDir, "bin-dir", "", "Directory with the manager and worker binaries (default: this binary's directory).")
+	fl.StringVar(&f.binDir, "bin-dir", "", "Directory with the manager, worker and api binaries (default: this binary's directory).")
 	fl.StringVar(&f.assetsDir, "assets-dir", "", "Directory with kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else <bin-dir>/k8s/<version>-<os>-<arch>).")
 	fl.StringVar(&f.crdDir, "crd-dir", "config/crd/bases", "Directory with the CRD manifests.")
 	fl.StringSliceVar(&f.samples, "samples", []string{"config/samples"}, "Directories whose YAML files are applied once the stack runs (empty for none).")
@@ -99,6 +101,7 @@ func runDev(f devFlags) error {
 		AssetsDir:    f.assetsDir,
 		ManagerBin:   filepath.Join(f.binDir, "manager"),
 		WorkerBin:    filepath.Join(f.binDir, "worker"),
+		APIBin:       filepath.Join(f.binDir, "api"),
 		CRDDir:       f.crdDir,
 		SampleDirs:   samples,
 		DefaultQueue: true,
@@ -110,7 +113,7 @@ func runDev(f devFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("dtq dev: ready, export KUBECONFIG=%s\n", stack.Kubeconfig)
+	fmt.Printf("dtq dev: ready, export KUBECONFIG=%s, API at %s\n", stack.Kubeconfig, stack.APIURL)
 
 	switch {
 	case f.exitAfterReady:

@@ -1,8 +1,9 @@
 // Package devstack runs dtq without a cluster: the envtest control plane
 // (kube-apiserver and etcd), a private redis-server with AOF persistence, the
-// manager binary, and a stand-in for the kubelet that runs each worker
-// Deployment's replicas as local processes of the worker binary. It backs
-// `kubectl-dtq dev` (make dev) and the end-to-end tests in test/e2e.
+// manager binary, the HTTP API binary on a loopback port (authentication on),
+// and a stand-in for the kubelet that runs each worker Deployment's replicas
+// as local processes of the worker binary. It backs `kubectl-dtq dev` (make
+// dev) and the end-to-end tests in test/e2e.
 //
 // Every process it starts runs in a process group of its own and is stopped,
 // group and all, by Stop; Leftovers finds any that survived.
@@ -41,6 +42,10 @@ type Options struct {
 	AssetsDir string
 	// ManagerBin and WorkerBin are the dtq binaries (make build puts them in bin/).
 	ManagerBin, WorkerBin string
+	// APIBin is the HTTP API binary; empty runs no API.
+	APIBin string
+	// APIArgs are extra API flags.
+	APIArgs []string
 	// CRDDir holds the CRD manifests (config/crd/bases).
 	CRDDir string
 	// SampleDirs are applied once everything runs (config/samples).
@@ -70,8 +75,13 @@ type Options struct {
 type Stack struct {
 	// Dir is the absolute state directory.
 	Dir string
-	// Kubeconfig is the admin kubeconfig's path (<Dir>/kubeconfig).
+	// Kubeconfig is the user's kubeconfig (<Dir>/kubeconfig): cluster-admin
+	// by a ServiceAccount's bearer token (see token.go), so it also reaches
+	// the HTTP API.
 	Kubeconfig string
+	// APIURL is the HTTP API's base URL ("" without APIBin), also written
+	// to <Dir>/api-url.
+	APIURL string
 	// Config and Client talk to the API server as admin.
 	Config *rest.Config
 	Client client.Client
@@ -83,6 +93,7 @@ type Stack struct {
 	env     *envtest.Environment
 	redis   *redisServer
 	manager *managerProcess
+	api     *apiProcess
 	kubelet *kubelet
 	cancel  context.CancelFunc // stops the stand-in and its cache
 	stopped chan struct{}      // closed when the stand-in has stopped its pods
@@ -116,7 +127,10 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range []*string{&opts.AssetsDir, &opts.ManagerBin, &opts.WorkerBin, &opts.CRDDir} {
+	for _, p := range []*string{&opts.AssetsDir, &opts.ManagerBin, &opts.WorkerBin, &opts.APIBin, &opts.CRDDir} {
+		if *p == "" {
+			continue
+		}
 		if *p, err = filepath.Abs(*p); err != nil {
 			return nil, err
 		}
@@ -139,7 +153,11 @@ func checkPrerequisites(o Options) error {
 		{o.ManagerBin, "run `make build`"},
 		{o.WorkerBin, "run `make build`"},
 		{o.CRDDir, "run from the repository root or pass the CRD directory"},
+		{o.APIBin, "run `make build`"},
 	} {
+		if f.path == "" {
+			continue
+		}
 		if _, err := os.Stat(f.path); err != nil {
 			errs = append(errs, fmt.Errorf("%s is missing: %s", f.path, f.hint))
 		}
@@ -192,12 +210,25 @@ func (s *Stack) start(ctx context.Context) error {
 		managerURL, workerURL = "redis://"+m+"/0", "redis://"+w+"/0"
 		s.log.Info("Redis reached through", "manager", m, "workers", w)
 	}
-	s.manager = &managerProcess{bin: s.opts.ManagerBin, kubeconfig: s.Kubeconfig, logPath: filepath.Join(logDir, "manager.log"),
+	s.manager = &managerProcess{bin: s.opts.ManagerBin, kubeconfig: s.adminKubeconfig(), logPath: filepath.Join(logDir, "manager.log"),
 		stackDir: s.Dir, redisURL: managerURL, workerRedisURL: workerURL, workerImage: s.opts.WorkerImage, extraArgs: s.opts.ManagerArgs}
 	if err := s.manager.start(ctx); err != nil {
 		return err
 	}
 	s.log.Info("Manager ready", "pid", s.manager.proc.pid(), "log", s.manager.logPath)
+
+	if s.opts.APIBin != "" {
+		s.api = &apiProcess{bin: s.opts.APIBin, kubeconfig: s.adminKubeconfig(), logPath: filepath.Join(logDir, "api.log"),
+			stackDir: s.Dir, redisURL: s.redis.url(), extraArgs: s.opts.APIArgs}
+		if err := s.api.start(ctx); err != nil {
+			return err
+		}
+		s.APIURL = s.api.url()
+		if err := os.WriteFile(filepath.Join(s.Dir, "api-url"), []byte(s.APIURL+"\n"), 0o644); err != nil {
+			return err
+		}
+		s.log.Info("API ready", "url", s.APIURL, "pid", s.api.proc.pid(), "log", s.api.logPath)
+	}
 
 	if err := s.startKubelet(ctx, logDir); err != nil {
 		return err
@@ -234,12 +265,20 @@ func (s *Stack) startControlPlane(logDir string) error {
 		return fmt.Errorf("start the control plane (log: %s): %w", out.Name(), err)
 	}
 	s.Config = cfg
-	if err := os.WriteFile(s.Kubeconfig, s.env.KubeConfig, 0o600); err != nil {
+	if err := os.WriteFile(s.adminKubeconfig(), s.env.KubeConfig, 0o600); err != nil {
 		return err
 	}
-	s.Client, err = client.New(cfg, client.Options{Scheme: s.Scheme})
-	return err
+	if s.Client, err = client.New(cfg, client.Options{Scheme: s.Scheme}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.writeTokenKubeconfig(ctx, s.Kubeconfig)
 }
+
+// adminKubeconfig is envtest's client-certificate kubeconfig, which the
+// stack's own processes use.
+func (s *Stack) adminKubeconfig() string { return filepath.Join(s.Dir, "admin.kubeconfig") }
 
 func (s *Stack) startKubelet(ctx context.Context, logDir string) error {
 	c, err := cache.New(s.Config, deploymentCacheOptions(s.Scheme))
@@ -362,6 +401,32 @@ func (s *Stack) ReplaceManager(ctx context.Context, bin string) error {
 	return s.manager.start(ctx)
 }
 
+// RestartAPI stops the API with sig (SIGKILL at once, or SIGTERM: it ends
+// its events streams and drains requests), starts it again on the same port
+// and waits until it is ready.
+func (s *Stack) RestartAPI(ctx context.Context, sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sig == syscall.SIGKILL {
+		s.api.proc.kill()
+	} else {
+		s.api.stop()
+	}
+	s.api.proc = nil
+	return s.api.start(ctx)
+}
+
+// WithRedisStopped stops redis-server (SIGTERM, data kept), runs f, then
+// starts it again on the same port and waits until it answers.
+func (s *Stack) WithRedisStopped(ctx context.Context, f func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.redis.stop()
+	s.redis.proc = nil
+	ferr := f()
+	return errors.Join(ferr, s.redis.start(ctx))
+}
+
 // RestartRedis stops redis-server with sig (SIGKILL loses only what the AOF
 // policy had not synced; "always" loses nothing acknowledged), starts it
 // again on the same port with the same data and waits until it answers.
@@ -390,6 +455,9 @@ func (s *Stack) Stop() error {
 			if s.stopped != nil {
 				<-s.stopped
 			}
+		}
+		if s.api != nil {
+			s.api.stop()
 		}
 		if s.manager != nil {
 			s.manager.stop()

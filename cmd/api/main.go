@@ -1,0 +1,205 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command api serves dtq's HTTP API (internal/httpapi): stateless, so every
+// replica serves; requests are authenticated and authorised by Kubernetes.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/httpapi"
+	"github.com/dtq-dev/dtq/pkg/redisconn"
+)
+
+type flags struct {
+	bind, certFile, keyFile, redisURL string
+	noAuth                            bool
+	auth                              httpapi.AuthOptions
+	keepAlive                         time.Duration
+	maxBody, maxBatchBody             int64
+	qps                               float64
+	burst                             int
+	debug                             bool
+}
+
+func main() {
+	var f flags
+	def := httpapi.DefaultAuthOptions()
+	flag.StringVar(&f.bind, "bind-address", ":8443", "Address to serve the API on.")
+	flag.StringVar(&f.certFile, "tls-cert-file", "", "TLS certificate (PEM); with --tls-private-key-file the API serves HTTPS and reloads both when they change. Without them it serves plain HTTP.")
+	flag.StringVar(&f.keyFile, "tls-private-key-file", "", "TLS private key (PEM).")
+	flag.StringVar(&f.redisURL, "redis-url", os.Getenv(redisconn.EnvURL),
+		"Redis URL (env DTQ_REDIS_URL); DTQ_REDIS_USERNAME, DTQ_REDIS_PASSWORD or DTQ_REDIS_PASSWORD_FILE, and DTQ_REDIS_CA_FILE override its credentials and CA.")
+	flag.BoolVar(&f.noAuth, "insecure-no-auth", false, "Serve every request without authentication or authorisation. For local use only.")
+	flag.DurationVar(&f.auth.TokenTTL, "auth-token-cache-ttl", def.TokenTTL, "How long a TokenReview answer is cached.")
+	flag.DurationVar(&f.auth.AllowTTL, "authz-allow-cache-ttl", def.AllowTTL, "How long an allowed SubjectAccessReview answer is cached.")
+	flag.DurationVar(&f.auth.DenyTTL, "authz-deny-cache-ttl", def.DenyTTL, "How long a denied SubjectAccessReview answer is cached.")
+	flag.DurationVar(&f.keepAlive, "events-keepalive", 15*time.Second, "Interval of the events streams' keep-alive comments.")
+	flag.Int64Var(&f.maxBody, "max-body-bytes", 2<<20, "Largest submission body.")
+	flag.Int64Var(&f.maxBatchBody, "max-batch-body-bytes", 16<<20, "Largest batch body.")
+	flag.Float64Var(&f.qps, "kube-api-qps", 50, "Queries per second to the Kubernetes API server (TokenReviews, SubjectAccessReviews, Queue patches).")
+	flag.IntVar(&f.burst, "kube-api-burst", 100, "Burst of queries to the Kubernetes API server.")
+	flag.BoolVar(&f.debug, "debug", false, "Log at debug level (denied requests included).")
+	flag.Parse()
+
+	level := slog.LevelInfo
+	if f.debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	if err := run(f, log); err != nil {
+		log.Error("API stopped", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(f flags, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	conn := redisconn.FromEnv()
+	conn.URL = f.redisURL
+	rdb, err := connect(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("redis is unreachable (--redis-url / DTQ_REDIS_URL): %w", err)
+	}
+	defer rdb.Close()
+	// The events streams' blocking reads get a client of their own, so
+	// watchers never hold the connections requests need.
+	events, err := conn.Client()
+	if err != nil {
+		return err
+	}
+	defer events.Close()
+	// INTEGRATOR (issue 14): call the engine's Redis requirements check here
+	// (maxmemory-policy etc.) and return its error, as the manager does.
+
+	kube, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("no Kubernetes config (in-cluster, --kubeconfig or KUBECONFIG): %w", err)
+	}
+	kube.QPS, kube.Burst = float32(f.qps), f.burst
+	var auth httpapi.Authorizer = httpapi.NoAuth{}
+	if f.noAuth {
+		log.Warn("INSECURE: --insecure-no-auth is set. Every request is served without authentication or " +
+			"authorisation: anyone who reaches " + f.bind + " can submit, read, cancel and purge. For local use only.")
+	} else if auth, err = httpapi.KubernetesAuth(kube, f.auth); err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := dtqv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	kc, err := ctrlclient.New(kube, ctrlclient.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api, err := httpapi.New(httpapi.Options{
+		Broker:            broker.New(rdb),
+		Events:            broker.New(events),
+		Auth:              auth,
+		PauseQueue:        httpapi.KubernetesPauser(kc),
+		Ready:             func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Log:               log,
+		Registry:          reg,
+		KeepAlive:         f.keepAlive,
+		MaxBodyBytes:      f.maxBody,
+		MaxBatchBodyBytes: f.maxBatchBody,
+	})
+	if err != nil {
+		return err
+	}
+	return serve(ctx, f, api, log)
+}
+
+// serve listens until ctx ends, then ends the events streams (their clients
+// resume elsewhere) and drains the other requests for up to 20 seconds.
+func serve(ctx context.Context, f flags, api *httpapi.Server, log *slog.Logger) error {
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	ln, err := net.Listen("tcp", f.bind)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if f.certFile != "" || f.keyFile != "" {
+		cw, err := certwatcher.New(f.certFile, f.keyFile)
+		if err != nil {
+			return fmt.Errorf("TLS certificate: %w", err)
+		}
+		go func() { _ = cw.Start(ctx) }()
+		// HTTP/2 stays off: Rapid Reset and Stream Cancellation CVEs.
+		srv.TLSConfig = &tls.Config{GetCertificate: cw.GetCertificate, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+		ln, scheme = tls.NewListener(ln, srv.TLSConfig), "https"
+	}
+	log.Info("Serving the dtq API", "url", scheme+"://"+ln.Addr().String(), "auth", !f.noAuth)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("Shutting down")
+	api.Stop()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// connect builds the client and pings Redis, so a wrong URL or credential
+// fails at start with a clear message.
+func connect(ctx context.Context, conn redisconn.Config) (redis.UniversalClient, error) {
+	rdb, err := conn.Client()
+	if err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pingCtx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("ping: %w", err)
+	}
+	return rdb, nil
+}
