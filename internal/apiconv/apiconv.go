@@ -227,3 +227,50 @@ func unavailable(err error) bool {
 	return errors.As(err, &ne) || errors.As(err, &re) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, redis.ErrClosed) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout)
 }
+
+// SubmitStatus is the HTTP status of a successful submission: 202 for a new
+// task, 200 for a replay.
+func SubmitStatus(duplicate bool) int {
+	if duplicate {
+		return http.StatusOK
+	}
+	return http.StatusAccepted
+}
+
+// Batch submits a batch: each request is converted (an invalid one gets its
+// INVALID_TASK result and is not sent), submit runs the others in order
+// (broker.SubmitMany), and the results come back one per request, each with
+// the status a single submission would have got. The error is submit's
+// failure of the whole batch.
+func Batch(reqs []client.SubmitRequest, now time.Time,
+	submit func([]broker.SubmitRequest) ([]broker.SubmitResult, []error, error)) ([]client.BatchResult, error) {
+	out := make([]client.BatchResult, len(reqs))
+	valid := make([]broker.SubmitRequest, 0, len(reqs))
+	pos := make([]int, 0, len(reqs))
+	for i, r := range reqs {
+		req, err := Submission(r, "", now)
+		if err != nil {
+			out[i] = failed(err)
+			continue
+		}
+		valid, pos = append(valid, req), append(pos, i)
+	}
+	res, errs, err := submit(valid)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range pos {
+		if errs[j] != nil {
+			out[i] = failed(errs[j])
+			continue
+		}
+		t := Task(res[j].Task, res[j].Duplicate)
+		out[i] = client.BatchResult{Status: SubmitStatus(res[j].Duplicate), Task: &t}
+	}
+	return out, nil
+}
+
+func failed(err error) client.BatchResult {
+	e := Error(err)
+	return client.BatchResult{Status: e.StatusCode, Error: e}
+}

@@ -67,7 +67,10 @@ func validRequestID(id string) bool {
 	return true
 }
 
-func requestID(r *http.Request) string { id, _ := r.Context().Value(requestIDKey{}).(string); return id }
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
+}
 
 // writeJSON writes v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {

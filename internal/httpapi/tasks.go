@@ -35,14 +35,6 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 // MaxBatch is the most tasks one batch may hold.
 const MaxBatch = 1000
 
-// submitStatus is 202 for a new task, 200 for a replay.
-func submitStatus(dup bool) int {
-	if dup {
-		return http.StatusOK
-	}
-	return http.StatusAccepted
-}
-
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
 	var body submitBody
 	if err := decodeBody(w, r, s.opts.MaxBodyBytes, client.CodeInvalidTask, &body); err != nil {
@@ -59,7 +51,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, submitStatus(res.Duplicate), apiconv.Task(res.Task, res.Duplicate))
+	writeJSON(w, apiconv.SubmitStatus(res.Duplicate), apiconv.Task(res.Task, res.Duplicate))
 }
 
 // submitBatch submits up to MaxBatch tasks in order, each with exactly the
@@ -81,40 +73,18 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, q broker.Qu
 		s.writeError(w, r, invalidRequest("tasks", "a batch holds 1..%d tasks, not %d", MaxBatch, len(body.Tasks)))
 		return
 	}
-	results := make([]client.BatchResult, len(body.Tasks))
-	reqs := make([]broker.SubmitRequest, 0, len(body.Tasks))
-	pos := make([]int, 0, len(body.Tasks))
-	now := time.Now()
+	reqs := make([]client.SubmitRequest, len(body.Tasks))
 	for i, item := range body.Tasks {
-		req, err := apiconv.Submission(item.request(), "", now)
-		if err != nil {
-			results[i] = errorResult(err)
-			continue
-		}
-		reqs, pos = append(reqs, req), append(pos, i)
+		reqs[i] = item.request()
 	}
-	res, errs, err := s.b.SubmitMany(r.Context(), q, reqs)
+	results, err := apiconv.Batch(reqs, time.Now(), func(sub []broker.SubmitRequest) ([]broker.SubmitResult, []error, error) {
+		return s.b.SubmitMany(r.Context(), q, sub)
+	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	for j, i := range pos {
-		if errs[j] != nil {
-			results[i] = errorResult(errs[j])
-			continue
-		}
-		t := apiconv.Task(res[j].Task, res[j].Duplicate)
-		results[i] = client.BatchResult{Status: submitStatus(res[j].Duplicate), Task: &t}
-	}
 	writeJSON(w, http.StatusOK, client.BatchResponse{Results: results})
-}
-
-func errorResult(err error) client.BatchResult {
-	e := apiconv.Error(err)
-	if e.Details == nil {
-		e.Details = map[string]any{}
-	}
-	return client.BatchResult{Status: e.StatusCode, Error: e}
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
