@@ -1,6 +1,7 @@
 # Image URLs used by docker-build, build-installer and deploy.
 IMG ?= ghcr.io/dtq-dev/dtq-manager:latest
 WORKER_IMG ?= ghcr.io/dtq-dev/dtq-worker:latest
+API_IMG ?= ghcr.io/dtq-dev/dtq-api:latest
 # Registry, tag and architecture of `make images` (images built without Docker).
 IMAGE_REGISTRY ?= ghcr.io/dtq-dev
 IMAGE_TAG ?= latest
@@ -78,7 +79,7 @@ bench: envtest redis ## Run the benchmarks of docs/benchmarks.md (dtq vs asynq, 
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, worker and kubectl-dtq binaries into bin/.
+build: ## Build the manager, api, worker and kubectl-dtq binaries into bin/.
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/ ./cmd/...
 
 .PHONY: run
@@ -90,19 +91,22 @@ images: ## Build the images without Docker: OCI layouts in bin/images/<name>, fo
 	go run ./hack/images -out $(LOCALBIN)/images -registry $(IMAGE_REGISTRY) -tag $(IMAGE_TAG) -arch $(IMAGE_ARCH)
 
 .PHONY: docker-build
-docker-build: ## Build the manager and worker images (needs a Docker engine).
+docker-build: ## Build the manager, API and worker images (needs a Docker engine).
 	$(CONTAINER_TOOL) build --target manager -t $(IMG) .
+	$(CONTAINER_TOOL) build --target api -t $(API_IMG) .
 	$(CONTAINER_TOOL) build --target worker -t $(WORKER_IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the images.
 	$(CONTAINER_TOOL) push $(IMG)
+	$(CONTAINER_TOOL) push $(API_IMG)
 	$(CONTAINER_TOOL) push $(WORKER_IMG)
 
 .PHONY: build-installer
-build-installer: manifests kustomize ## Write dist/install.yaml: CRDs, RBAC and the manager.
+build-installer: manifests kustomize ## Write dist/install.yaml: CRDs, RBAC, the manager and the API.
 	mkdir -p dist
 	cd config/manager && "$(KUSTOMIZE)" edit set image controller=$(IMG)
+	cd config/api && "$(KUSTOMIZE)" edit set image api=$(API_IMG)
 	"$(KUSTOMIZE)" build config/default > dist/install.yaml
 
 .PHONY: chart
@@ -125,8 +129,9 @@ uninstall: manifests kustomize ## Remove the CRDs.
 	"$(KUSTOMIZE)" build config/crd | "$(KUBECTL)" delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests kustomize ## Deploy the operator to the cluster in ~/.kube/config.
+deploy: manifests kustomize ## Deploy the operator and the API to the cluster in ~/.kube/config.
 	cd config/manager && "$(KUSTOMIZE)" edit set image controller=$(IMG)
+	cd config/api && "$(KUSTOMIZE)" edit set image api=$(API_IMG)
 	"$(KUSTOMIZE)" build config/default | "$(KUBECTL)" apply --server-side -f -
 
 .PHONY: undeploy

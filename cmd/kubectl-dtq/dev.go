@@ -102,6 +102,7 @@ func runDev(f devFlags) error {
 		ManagerBin:   filepath.Join(f.binDir, "manager"),
 		WorkerBin:    filepath.Join(f.binDir, "worker"),
 		APIBin:       filepath.Join(f.binDir, "api"),
+		ClusterRoles: []string{"config/rbac/producer_role.yaml", "config/rbac/queue_operator_role.yaml"},
 		CRDDir:       f.crdDir,
 		SampleDirs:   samples,
 		DefaultQueue: true,

@@ -48,6 +48,10 @@ type Options struct {
 	APIArgs []string
 	// CRDDir holds the CRD manifests (config/crd/bases).
 	CRDDir string
+	// ClusterRoles are files of ClusterRoles (config/rbac's producer and
+	// queue-operator roles) applied with the name prefix "dtq-", as
+	// config/default names them in a cluster.
+	ClusterRoles []string
 	// SampleDirs are applied once everything runs (config/samples).
 	SampleDirs []string
 	// DefaultQueue creates Queue default/default unless a sample defines it.
@@ -200,6 +204,9 @@ func (s *Stack) start(ctx context.Context) error {
 		return err
 	}
 	s.log.Info("Control plane running", "apiserver", s.Config.Host, "crds", s.opts.CRDDir)
+	if err := s.applyClusterRoles(ctx); err != nil {
+		return err
+	}
 
 	managerURL, workerURL := s.redis.url(), s.redis.url()
 	if s.opts.RedisVia != nil {
@@ -340,6 +347,29 @@ func (s *Stack) applySamples(ctx context.Context) error {
 	}
 	s.log.Info("Samples applied", "objects", len(objs))
 	return nil
+}
+
+// applyClusterRoles applies Options.ClusterRoles, each named "dtq-<name>".
+func (s *Stack) applyClusterRoles(ctx context.Context) error {
+	var objs []*unstructured.Unstructured
+	for _, f := range s.opts.ClusterRoles {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		got, err := DecodeManifests(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		for _, o := range got {
+			o.SetName("dtq-" + o.GetName())
+		}
+		objs = append(objs, got...)
+	}
+	if len(objs) == 0 {
+		return nil
+	}
+	return Apply(ctx, s.Client, objs)
 }
 
 func definesQueue(objs []*unstructured.Unstructured, ns, name string) bool {

@@ -90,7 +90,32 @@ func (s *EventStream) connect() error {
 		return err
 	}
 	s.body, s.rd = resp.Body, bufio.NewReader(resp.Body)
+	// The server starts with an "id:" line naming its start position: read
+	// it now, so a reconnect before the first event resumes there.
+	if err := s.readStart(); err != nil {
+		_ = s.body.Close()
+		s.body, s.rd = nil, nil
+		return fmt.Errorf("client: events stream: %w", err)
+	}
 	return nil
+}
+
+// readStart reads the stream's first block, up to its blank line, and takes
+// its id as the position.
+func (s *EventStream) readStart() error {
+	for {
+		line, err := s.rd.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			return nil
+		}
+		if id, ok := strings.CutPrefix(line, "id:"); ok {
+			s.last = strings.TrimPrefix(id, " ")
+		}
+	}
 }
 
 // Next returns the next event, waiting for it. It reconnects as needed and

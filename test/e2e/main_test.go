@@ -1,10 +1,11 @@
 // Package e2e runs dtq end to end on the dev stack (internal/devstack): the
 // envtest control plane, a private redis-server with AOF, the real manager
-// binary and worker processes run by the stand-in kubelet. The manager and the
-// workers reach Redis through two Toxiproxy proxies run in this process
-// (transparent until a fault scenario adds a toxic). The tests drive the stack
-// only through Kubernetes objects, as a user would, and read Redis only to
-// count handler side effects. They build the binaries themselves and fail
+// and API binaries and worker processes run by the stand-in kubelet. The
+// manager and the workers reach Redis through two Toxiproxy proxies run in
+// this process (transparent until a fault scenario adds a toxic). The tests
+// drive the stack through Kubernetes objects and the HTTP API, as a user
+// would, and read Redis only to count handler side effects and to check what
+// the API wrote. They build the binaries themselves and fail
 // (never skip) when a prerequisite is missing: run them with `make test`.
 package e2e
 
@@ -58,7 +59,7 @@ func run(m *testing.M) int {
 	bin := filepath.Join(tmp, "bin")
 	ctx := context.Background()
 	t0 := time.Now()
-	if err := devstack.Build(ctx, root, bin, "./cmd/manager", "./cmd/worker"); err != nil {
+	if err := devstack.Build(ctx, root, bin, "./cmd/manager", "./cmd/worker", "./cmd/api"); err != nil {
 		return fail("build the binaries: %v", err)
 	}
 	dir := filepath.Join(tmp, "dev")
@@ -76,7 +77,13 @@ func run(m *testing.M) int {
 		AssetsDir:  envtestutil.AssetsDir(),
 		ManagerBin: managerBin,
 		WorkerBin:  filepath.Join(bin, "worker"),
-		CRDDir:     filepath.Join(root, "config", "crd", "bases"),
+		APIBin:     filepath.Join(bin, "api"),
+		// Short keep-alives, and denials cached briefly so a RoleBinding
+		// made during a test takes effect within it.
+		APIArgs: []string{"--events-keepalive=1s", "--authz-deny-cache-ttl=2s"},
+		CRDDir:  filepath.Join(root, "config", "crd", "bases"),
+		ClusterRoles: []string{filepath.Join(root, "config", "rbac", "producer_role.yaml"),
+			filepath.Join(root, "config", "rbac", "queue_operator_role.yaml")},
 		// Nothing acknowledged may be lost when redis-server is killed.
 		RedisFsync: "always",
 		RedisVia: func(addr string) (string, string, error) {

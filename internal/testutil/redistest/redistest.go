@@ -5,6 +5,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -85,15 +86,42 @@ func binary(t testing.TB) string {
 	return bin
 }
 
-// startProcess starts redis-server on a free port, retrying when another process
-// grabbed the port between probe and bind. On failure it returns nil and the
-// server's output.
+// startProcess starts redis-server on a free port (see launch) and registers
+// its shutdown with t.Cleanup. On failure it returns nil and the server's
+// output.
 func startProcess(t testing.TB, extra []string) (*Server, string) {
 	t.Helper()
-	bin := binary(t)
+	s, exited, errText, err := launch(binary(t), extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s == nil {
+		return nil, errText
+	}
+	s.t = t
+	t.Cleanup(func() {
+		if s.client != nil {
+			_ = s.client.Close()
+		}
+		_ = s.cmd.Process.Kill()
+		<-exited
+	})
+	return s, ""
+}
+
+// launch starts redis-server on a free port and waits until it answers,
+// retrying when another process grabbed the port between probe and bind. It
+// returns the server and a channel closed when it exits, or nil and the
+// server's output when it did not come up.
+func launch(bin string, extra []string) (*Server, chan struct{}, string, error) {
 	var lastErr string
 	for range 5 {
-		port := freePort(t)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("find a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
 		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"}, extra...)
 		cmd := exec.Command(bin, args...)
@@ -101,20 +129,13 @@ func startProcess(t testing.TB, extra []string) (*Server, string) {
 		cmd.Stdout = stderr
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
+			return nil, nil, "", fmt.Errorf("start redis-server: %w", err)
 		}
-		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), t: t, cmd: cmd, stderr: stderr}
+		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, stderr: stderr}
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
 		if s.pingUntil(exited, 5*time.Second) {
-			t.Cleanup(func() {
-				if s.client != nil {
-					_ = s.client.Close()
-				}
-				_ = cmd.Process.Kill()
-				<-exited
-			})
-			return s, ""
+			return s, exited, "", nil
 		}
 		_ = cmd.Process.Kill()
 		<-exited
@@ -123,7 +144,24 @@ func startProcess(t testing.TB, extra []string) (*Server, string) {
 			break
 		}
 	}
-	return nil, lastErr
+	return nil, nil, lastErr, nil
+}
+
+// StartMain starts a redis-server for a TestMain, which has no testing.TB
+// (Example tests share it): call stop when the tests have run.
+func StartMain() (addr string, stop func(), err error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", nil, errors.New(notFound)
+	}
+	s, exited, errText, err := launch(bin, []string{"--save", "", "--appendonly", "no"})
+	if err != nil {
+		return "", nil, err
+	}
+	if s == nil {
+		return "", nil, fmt.Errorf("redis-server did not start: %s", errText)
+	}
+	return s.Addr, func() { _ = s.cmd.Process.Kill(); <-exited }, nil
 }
 
 func (s *Server) pingUntil(exited <-chan struct{}, timeout time.Duration) bool {
@@ -145,16 +183,6 @@ func (s *Server) pingUntil(exited <-chan struct{}, timeout time.Duration) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // URL returns redis://127.0.0.1:port/0.

@@ -1,0 +1,108 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	dtqclient "github.com/dtq-dev/dtq/pkg/client"
+)
+
+// The API authenticates Kubernetes tokens and authorises each request with
+// the RBAC of the dtq.dev resources: 401 without or with a bad token, 403
+// for a ServiceAccount without the verb, success with it. The roles are the
+// shipped config/rbac ClusterRoles dtq-producer and dtq-queue-operator.
+func TestAPIAuth(t *testing.T) {
+	ns := namespace(t, "api-auth")
+	apiQueue(t, ns, "q", nil)
+	q := queuePath(ns, "q")
+	nobody := serviceAccount(t, ns, "nobody")
+	producer := serviceAccount(t, ns, "producer", "dtq-producer")
+	operator := serviceAccount(t, ns, "operator", "dtq-queue-operator")
+	submit := `{"task_type":"echo"}`
+
+	expect(t, "no token", call(t, "", "POST", q+"/tasks", submit), http.StatusUnauthorized, dtqclient.CodeUnauthorized)
+	expect(t, "not a token", call(t, "garbage", "POST", q+"/tasks", submit), http.StatusUnauthorized, dtqclient.CodeUnauthorized)
+	expect(t, "a token of no user", call(t, nobody+"x", "GET", q, nil), http.StatusUnauthorized, dtqclient.CodeUnauthorized)
+
+	r := call(t, producer, "POST", q+"/tasks", submit)
+	expect(t, "producer submits", r, http.StatusAccepted, "")
+	var task dtqclient.Task
+	r.decode(t, &task)
+
+	// Each route needs its verb: the producer has create/get/list/watch on
+	// tasks, the operator the queue and dead-letter verbs and update on tasks.
+	for _, c := range []struct {
+		what, method, path, body string
+		nobody, producer, operator int
+	}{
+		{"submit (create tasks)", "POST", q + "/tasks", submit, 403, 202, 403},
+		{"batch (create tasks)", "POST", q + "/tasks:batch", `{"tasks":[` + submit + `]}`, 403, 200, 403},
+		{"get (get tasks)", "GET", q + "/tasks/" + task.TaskID, "", 403, 200, 200},
+		{"list (list tasks)", "GET", q + "/tasks", "", 403, 200, 200},
+		{"cancel (update tasks)", "POST", q + "/tasks/none/cancel", "", 403, 403, 404},
+		{"stats (get queues)", "GET", q, "", 403, 403, 200},
+		{"workers (get queues)", "GET", q + "/workers", "", 403, 403, 200},
+		{"list queues (list queues)", "GET", "/api/v1/namespaces/" + ns + "/queues", "", 403, 403, 200},
+		{"pause (patch queues)", "POST", q + "/resume", "", 403, 403, 200},
+		{"dead letters (get queues/deadletter)", "GET", q + "/dead-letter", "", 403, 403, 200},
+		{"requeue (update queues/deadletter)", "POST", q + "/dead-letter/none/requeue", "", 403, 403, 404},
+		{"discard (delete queues/deadletter)", "POST", q + "/dead-letter/none/discard", "", 403, 403, 404},
+		{"purge (delete queues/deadletter)", "POST", q + "/dead-letter/purge", "", 403, 403, 200},
+		{"metrics (get /metrics)", "GET", "/metrics", "", 403, 403, 403},
+	} {
+		for who, tok := range map[string]string{"nobody": nobody, "producer": producer, "operator": operator} {
+			want := map[string]int{"nobody": c.nobody, "producer": c.producer, "operator": c.operator}[who]
+			var body any
+			if c.body != "" {
+				body = c.body
+			}
+			r := call(t, tok, c.method, c.path, body)
+			if r.status != want {
+				t.Errorf("%s as %s: %v, want %d", c.what, who, r, want)
+			}
+			if want == http.StatusForbidden && r.status == want && r.apiError(t).Code != dtqclient.CodeForbidden {
+				t.Errorf("%s as %s: %v, want FORBIDDEN", c.what, who, r)
+			}
+		}
+	}
+	// Events need watch on tasks: the stream opens for the producer only.
+	for who, tok := range map[string]string{"nobody": nobody, "producer": producer} {
+		_, err := apiClient(t, tok).Queue(ns, "q").Events(t.Context(), dtqclient.EventsOptions{})
+		if allowed := err == nil; allowed != (who == "producer") {
+			t.Errorf("events as %s: %v", who, err)
+		}
+	}
+	// Another namespace's RoleBinding gives nothing here.
+	other := namespace(t, "api-auth-other")
+	apiQueue(t, other, "q", nil)
+	expect(t, "producer in another namespace", call(t, producer, "POST", queuePath(other, "q")+"/tasks", submit),
+		http.StatusForbidden, dtqclient.CodeForbidden)
+
+	// A RoleBinding made now takes effect once the cached denial expires
+	// (--authz-deny-cache-ttl, 2s here).
+	bind(t, ns, "nobody", "dtq-producer")
+	must(t, poll(t.Context(), 30*time.Second, func() error {
+		if r := call(t, nobody, "POST", q+"/tasks", submit); r.status != http.StatusAccepted {
+			return fmt.Errorf("after the binding: %v", r)
+		}
+		return nil
+	}))
+}
