@@ -50,7 +50,7 @@ func TestAPIAuth(t *testing.T) {
 	// Each route needs its verb: the producer has create/get/list/watch on
 	// tasks, the operator the queue and dead-letter verbs and update on tasks.
 	for _, c := range []struct {
-		what, method, path, body string
+		what, method, path, body   string
 		nobody, producer, operator int
 	}{
 		{"submit (create tasks)", "POST", q + "/tasks", submit, 403, 202, 403},
