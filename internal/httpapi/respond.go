@@ -136,7 +136,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, code string
 		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &typ):
-			return bad(typ.Field, "field %s must be %s, not JSON %s", typ.Field, typeName(typ), typ.Value)
+			// The path names the embedded client.SubmitRequest of submitBody
+			// (body.go); the JSON path leaves it out.
+			field := strings.ReplaceAll(typ.Field, "SubmitRequest.", "")
+			return bad(field, "field %s must be %s, not JSON %s", field, typeName(typ), typ.Value)
 		case errors.As(err, &syn):
 			return bad("", "body is not valid JSON (at byte %d): %v", syn.Offset, err)
 		case errors.Is(err, io.EOF):

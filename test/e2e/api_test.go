@@ -164,6 +164,8 @@ func TestAPIEndpoints(t *testing.T) {
 		expect(t, "list", call(t, tok, "GET", q+"/dead-letter?limit=10", nil), http.StatusOK, "")
 		expect(t, "list of an unknown queue", call(t, tok, "GET", queuePath(ns, "nope")+"/dead-letter", nil), http.StatusNotFound, dtqclient.CodeQueueNotFound)
 		expect(t, "get", call(t, tok, "GET", q+"/dead-letter/"+failed.TaskID, nil), http.StatusOK, "")
+		// Paused, so the requeued task waits and its key is seen in progress.
+		expect(t, "pause", call(t, tok, "POST", q+"/pause", nil), http.StatusOK, "")
 		r := call(t, tok, "POST", q+"/dead-letter/"+failed.TaskID+"/requeue", nil)
 		expect(t, "requeue", r, http.StatusOK, "")
 		var requeued dtqclient.Task
@@ -173,6 +175,7 @@ func TestAPIEndpoints(t *testing.T) {
 		}
 		expect(t, "submit its key after the requeue", call(t, tok, "POST", q+"/tasks", `{"task_type":"fail","idempotency_key":"dead"}`),
 			http.StatusConflict, dtqclient.CodeIdempotencyInProgress)
+		expect(t, "resume", call(t, tok, "POST", q+"/resume", nil), http.StatusOK, "")
 		if _, err := dq.Wait(t.Context(), failed.TaskID); err != nil {
 			t.Fatal(err)
 		}
