@@ -121,9 +121,12 @@ func (c *Client) do(ctx context.Context, method, path string, header http.Header
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if out == nil {
+	defer func() {
+		// Read to the end, so the connection is kept for the next call.
 		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}()
+	if out == nil {
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {

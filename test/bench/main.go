@@ -1,5 +1,7 @@
 // Command bench compares dtq's engine with a peer queue (asynq) on one fresh
 // redis-server, same task count, payload and producers, and prints a table.
+// The API group compares dtq's HTTP API (the real bin/api process, auth on)
+// with the engine's own Submit instead.
 //
 //	go run ./test/bench                  (from the repository root: cd test/bench && go run .)
 //	go run . -tasks 100000 -producers 16 -run Submission
@@ -36,6 +38,8 @@ type Params struct {
 type Case struct {
 	Group string // section of docs/benchmarks.md, e.g. "Submission"
 	Name  string
+	// PeerName names the peer in the table ("asynq" when empty).
+	PeerName string
 	// Run returns how many operations took how long, for dtq and for the peer.
 	Dtq, Peer func(ctx context.Context, p Params) (ops int, d time.Duration, err error)
 }
@@ -65,7 +69,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		defer pprof.StopCPUProfile()
+		cleanups = append(cleanups, pprof.StopCPUProfile)
 	}
 	sel := regexp.MustCompile(*run)
 
@@ -75,7 +79,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		defer srv.stop()
+		cleanups = append(cleanups, srv.stop)
 		*addr = srv.addr
 	}
 	p := Params{Addr: *addr, Tasks: *tasks, Producers: *producers,
@@ -87,7 +91,7 @@ func main() {
 
 	fmt.Printf("tasks=%d producers=%d payload=%dB redis=%s\n\n", p.Tasks, p.Producers, len(p.Payload), redisVersion(ver))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "group\tcase\tdtq ops/s\tasynq ops/s\tdtq/asynq\t")
+	fmt.Fprintln(tw, "group\tcase\tdtq ops/s\tpeer ops/s\tdtq/peer\tpeer\t")
 	for _, c := range cases {
 		if !sel.MatchString(c.Group + "/" + c.Name) {
 			continue
@@ -95,7 +99,7 @@ func main() {
 		rate := func(f func(context.Context, Params) (int, time.Duration, error)) float64 {
 			if err := rdb.FlushAll(ctx).Err(); err != nil {
 				fmt.Fprintln(os.Stderr, err)
-				os.Exit(1)
+				exit(1)
 			}
 			cpu0, own0 := redisCPU(ctx, rdb), ownCPU()
 			_ = rdb.ConfigResetStat(ctx).Err()
@@ -107,7 +111,7 @@ func main() {
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s/%s: %v\n", c.Group, c.Name, err)
-				os.Exit(1)
+				exit(1)
 			}
 			return float64(n) / d.Seconds()
 		}
@@ -118,9 +122,25 @@ func main() {
 		if *only != "dtq" {
 			peer = rate(c.Peer)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.2f\t\n", c.Group, c.Name, ours, peer, ours/peer)
+		name := c.PeerName
+		if name == "" {
+			name = "asynq"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.2f\t%s\t\n", c.Group, c.Name, ours, peer, ours/peer, name)
 	}
 	tw.Flush()
+	exit(0)
+}
+
+// cleanups stop what the run started (Redis; the API group's control plane
+// and API process), last first, when the table is printed or a case fails.
+var cleanups []func()
+
+func exit(code int) {
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	os.Exit(code)
 }
 
 // redisCPU returns the server's used CPU seconds (user+sys).
