@@ -17,7 +17,6 @@ limitations under the License.
 package client_test
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -117,40 +116,5 @@ func TestTokenSources(t *testing.T) {
 	write("{client-certificate-data: AAAA, client-key-data: AAAA}")
 	if _, err := client.New(srv.URL, client.WithKubeconfig(kubeconfig)); err == nil || !strings.Contains(err.Error(), "no token") {
 		t.Fatalf("a kubeconfig with a client certificate only: %v, want an error saying it has no token", err)
-	}
-}
-
-// Calls reuse one keep-alive connection: the client reads each answer to its
-// end, even what follows the JSON value (here a newline in a chunk of its own,
-// which the JSON decoder never reads).
-func TestClientReusesConnections(t *testing.T) {
-	var mu sync.Mutex
-	conns := 0
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"queues":[]}`))
-		w.(http.Flusher).Flush()
-		_, _ = w.Write([]byte("\n"))
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			mu.Lock()
-			conns++
-			mu.Unlock()
-		}
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c, err := client.New(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 20 {
-		list(t, c)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if conns != 1 {
-		t.Fatalf("20 sequential calls opened %d connections, want 1", conns)
 	}
 }

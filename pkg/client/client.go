@@ -121,12 +121,9 @@ func (c *Client) do(ctx context.Context, method, path string, header http.Header
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// Read to the end, so the connection is kept for the next call.
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-	}()
+	defer resp.Body.Close()
 	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
