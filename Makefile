@@ -72,8 +72,8 @@ verify: manifests generate chart build-installer ## Fail when generated files, t
 	@test -z "$$(git status --porcelain -- dist)" || { git status --short -- dist; echo "verify: new files under dist/; commit them"; exit 1; }
 
 .PHONY: bench
-bench: envtest redis ## Run the benchmarks of docs/benchmarks.md (dtq vs asynq, then the CR path).
-	cd test/bench && go run .
+bench: envtest redis ## Run the benchmarks of docs/benchmarks.md (dtq vs asynq, the HTTP API vs the engine, then the CR path).
+	assets="$$(hack/envtest-assets.sh)" && cd test/bench && KUBEBUILDER_ASSETS="$$assets" go run .
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test ./controllers -run '^$$' -bench CRPath -benchtime 1x
 
 ##@ Build
