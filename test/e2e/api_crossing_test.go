@@ -67,7 +67,7 @@ func TestOneLogicalTaskAcrossInterfaces(t *testing.T) {
 		if err != nil || !replay.Duplicate || replay.TaskID != taskID || replay.Status != dtqclient.StatusSucceeded {
 			t.Fatalf("API submission of the CR's key once done: %+v %v, want a replay of %s", replay, err, taskID)
 		}
-		if n := counter(t, payload.Name); n != 1 {
+		if n := counter(t, ns, payload.Name); n != 1 {
 			t.Fatalf("the counter ran %d times", n)
 		}
 	})
@@ -89,7 +89,7 @@ func TestOneLogicalTaskAcrossInterfaces(t *testing.T) {
 		if string(done.Result) != st.Result {
 			t.Fatalf("CR result %s, API task result %s", st.Result, done.Result)
 		}
-		if n := counter(t, payload.Name); n != 1 {
+		if n := counter(t, ns, payload.Name); n != 1 {
 			t.Fatalf("the counter ran %d times", n)
 		}
 	})
