@@ -62,8 +62,8 @@ func main() {
 	var f flags
 	def := httpapi.DefaultAuthOptions()
 	flag.StringVar(&f.bind, "bind-address", ":8443", "Address to serve the API on.")
-	flag.StringVar(&f.certFile, "tls-cert-file", "", "TLS certificate (PEM); with --tls-private-key-file the API serves HTTPS and reloads both when they change. Without them it serves plain HTTP.")
-	flag.StringVar(&f.keyFile, "tls-private-key-file", "", "TLS private key (PEM).")
+	flag.StringVar(&f.certFile, "tls-cert-file", "", "TLS certificate (PEM); with --tls-key-file the API serves HTTPS and reloads both when they change. Without them it serves plain HTTP.")
+	flag.StringVar(&f.keyFile, "tls-key-file", "", "TLS private key (PEM).")
 	flag.StringVar(&f.redisURL, "redis-url", os.Getenv(redisconn.EnvURL),
 		"Redis URL (env DTQ_REDIS_URL); DTQ_REDIS_USERNAME, DTQ_REDIS_PASSWORD or DTQ_REDIS_PASSWORD_FILE, and DTQ_REDIS_CA_FILE override its credentials and CA.")
 	flag.BoolVar(&f.noAuth, "insecure-no-auth", false, "Serve every request without authentication or authorisation. For local use only.")
