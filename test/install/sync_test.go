@@ -24,14 +24,17 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// TestChartMatchesConfig: the chart with default values, released as "dtq" in
-// dtq-system, installs what dist/install.yaml (config/) installs, object for
-// object, except where a value necessarily differs (labels, images, the
-// --worker-image flag the chart always passes). When config/ changes (a new
-// RBAC rule, a new flag, a new object), this test says what the chart lacks.
+// TestChartMatchesConfig: the chart with default values and the HTTP API on
+// (config/default includes config/api, which serves HTTPS with the
+// certificate of Secret dtq-api-tls; the chart's API is off by default),
+// released as "dtq" in dtq-system, installs what dist/install.yaml (config/)
+// installs, object for object, except where a value necessarily differs
+// (labels, images, the --worker-image flag the chart always passes). When
+// config/ changes (a new RBAC rule, a new flag, a new object), this test says
+// what the chart lacks.
 func TestChartMatchesConfig(t *testing.T) {
 	chart := map[string]*unstructured.Unstructured{}
-	for _, o := range render(t, "") {
+	for _, o := range render(t, "api.enabled=true,api.tls.secretName=dtq-api-tls") {
 		chart[key(o)] = o
 	}
 	seen := map[string]bool{}
