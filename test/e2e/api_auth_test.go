@@ -19,9 +19,13 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/dtq-dev/dtq/internal/testutil/apitest"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
 
@@ -105,4 +109,25 @@ func TestAPIAuth(t *testing.T) {
 		}
 		return nil
 	}))
+}
+
+// The way a make dev user reaches the API: the URL in <dir>/api-url and the
+// credentials of the dev kubeconfig (a ServiceAccount token), through the Go
+// client's WithKubeconfig.
+func TestAPIWithTheDevKubeconfig(t *testing.T) {
+	url, err := os.ReadFile(filepath.Join(stack.Dir, "api-url"))
+	must(t, err)
+	if strings.TrimSpace(string(url)) != stack.APIURL {
+		t.Fatalf("api-url holds %q, the API is at %s", url, stack.APIURL)
+	}
+	c, err := dtqclient.New(strings.TrimSpace(string(url)), dtqclient.WithKubeconfig(stack.Kubeconfig),
+		dtqclient.WithHTTPClient(&http.Client{Transport: apitest.Transport(t, nil)}))
+	must(t, err)
+	ns := namespace(t, "api-kubeconfig")
+	apiQueue(t, ns, "q", nil)
+	task, err := c.Queue(ns, "q").Submit(t.Context(), "echo", map[string]string{"from": "kubeconfig"})
+	must(t, err)
+	if task, err = c.Queue(ns, "q").Wait(t.Context(), task.TaskID); err != nil || task.Status != dtqclient.StatusSucceeded {
+		t.Fatalf("task submitted with the dev kubeconfig: %+v %v", task, err)
+	}
 }
