@@ -163,7 +163,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 		wake := s.hubs.wakeup(hb) // taken before the read: a later append closes it
 		sent, err := s.sendAfter(w, r, q, &pos, task)
 		if err != nil {
-			s.log.Info("Events stream ended", "queue", q.String(), "error", err)
+			s.log.Debug("Events stream ended", "queue", q.String(), "error", err)
 			return
 		}
 		if sent && rc.Flush() != nil {

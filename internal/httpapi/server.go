@@ -71,6 +71,7 @@ type Server struct {
 	b       *broker.Broker
 	log     *slog.Logger
 	mux     *http.ServeMux
+	handler http.Handler // the mux behind the request ID and the error bodies of unmatched paths
 	hubs    *hubs
 	metrics *metrics
 }
@@ -107,6 +108,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{opts: o, b: o.Broker, log: o.Log, mux: http.NewServeMux(), hubs: newHubs(o.Events, o.Log), metrics: m}
 	s.register()
+	s.handler = withRequestID(http.HandlerFunc(s.route))
 	return s, nil
 }
 
@@ -115,25 +117,26 @@ func New(o Options) (*Server, error) {
 // console that calls the API with the user's own token.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
-// ServeHTTP serves the API. A path no route matches gets an error body, 404
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// route runs the mux. A path no route matches gets an error body, 404
 // NOT_FOUND or 405 METHOD_NOT_ALLOWED, like every other error.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	withRequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h, pattern := s.mux.Handler(r); pattern == "" {
-			rec := &statusRecorder{header: http.Header{}}
-			h.ServeHTTP(rec, r)
-			if rec.status == http.StatusMethodNotAllowed {
-				w.Header().Set("Allow", rec.header.Get("Allow"))
-				s.writeError(w, r, &client.Error{StatusCode: rec.status, Code: client.CodeMethodNotAllowed,
-					Message: r.Method + " is not allowed on " + r.URL.Path})
-				return
-			}
-			s.writeError(w, r, &client.Error{StatusCode: http.StatusNotFound, Code: client.CodeNotFound,
-				Message: "no such path: " + r.URL.Path})
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if h, pattern := s.mux.Handler(r); pattern == "" {
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if rec.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			s.writeError(w, r, &client.Error{StatusCode: rec.status, Code: client.CodeMethodNotAllowed,
+				Message: r.Method + " is not allowed on " + r.URL.Path})
 			return
 		}
-		s.mux.ServeHTTP(w, r)
-	})).ServeHTTP(w, r)
+		s.writeError(w, r, &client.Error{StatusCode: http.StatusNotFound, Code: client.CodeNotFound,
+			Message: "no such path: " + r.URL.Path})
+		return
+	}
+	s.mux.ServeHTTP(w, r)
 }
 
 // statusRecorder keeps the status and headers of the mux's own not-found and
