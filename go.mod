@@ -3,8 +3,8 @@ module github.com/dtq-dev/dtq
 go 1.26.0
 
 require (
-	github.com/getkin/kin-openapi v0.153.0
 	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/getkin/kin-openapi v0.153.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.44.0

@@ -56,6 +56,7 @@ type flags struct {
 	qps                               float64
 	burst                             int
 	debug                             bool
+	allowEviction                     bool
 }
 
 func main() {
@@ -75,6 +76,8 @@ func main() {
 	flag.Int64Var(&f.maxBatchBody, "max-batch-body-bytes", 16<<20, "Largest batch body.")
 	flag.Float64Var(&f.qps, "kube-api-qps", 50, "Queries per second to the Kubernetes API server (TokenReviews, SubjectAccessReviews, Queue patches).")
 	flag.IntVar(&f.burst, "kube-api-burst", 100, "Burst of queries to the Kubernetes API server.")
+	flag.BoolVar(&f.allowEviction, "allow-redis-eviction", false,
+		"Start even when Redis's maxmemory-policy may evict idempotency records or streams (see docs/operations.md).")
 	flag.BoolVar(&f.debug, "debug", false, "Log at debug level (denied requests included).")
 	flag.Parse()
 
@@ -108,8 +111,13 @@ func run(f flags, log *slog.Logger) error {
 		return err
 	}
 	defer events.Close()
-	// INTEGRATOR (issue 14): call the engine's Redis requirements check here
-	// (maxmemory-policy etc.) and return its error, as the manager does.
+	warnings, err := broker.CheckRedis(ctx, rdb, f.allowEviction)
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	if err != nil {
+		return err
+	}
 
 	kube, err := ctrl.GetConfig()
 	if err != nil {
