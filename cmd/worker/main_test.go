@@ -154,11 +154,19 @@ func TestCrashRedeliveryAfterSIGKILL(t *testing.T) {
 	running := func(ti broker.TaskInfo) bool { return ti.State == broker.StateRunning && ti.WorkerID == "worker-a" }
 	waitState(t, rdb, o, sleepID, 20*time.Second, running)
 	waitState(t, rdb, o, counterID, 20*time.Second, running)
-	// The counter's increment happens inside IdempotentOperation before the hold.
+	// The counter's increment happens inside IdempotentOperation before the
+	// hold; the kill comes once the operation is recorded done (killed
+	// between the two, its 30 s lease would hold worker-b back).
+	opKey := broker.AppKeyPrefix(o.Namespace) + "counter-op:" + o.Queue + ":counter-1"
 	deadline := time.Now().Add(10 * time.Second)
-	for n, _ := rdb.Get(context.Background(), demo.CounterKey(o.Namespace, "crash")).Int(); n != 1; n, _ = rdb.Get(context.Background(), demo.CounterKey(o.Namespace, "crash")).Int() {
+	for {
+		n, _ := rdb.Get(context.Background(), demo.CounterKey(o.Namespace, "crash")).Int()
+		st, _ := rdb.HGet(context.Background(), opKey, "state").Result()
+		if n == 1 && st == "done" {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("counter never reached 1 (%d)", n)
+			t.Fatalf("counter %d, operation %q: want 1 and done", n, st)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
