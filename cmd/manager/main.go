@@ -73,12 +73,13 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one manager reconciles at a time.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorisation.")
 	flag.StringVar(&redisURL, "redis-url", envOr("DTQ_REDIS_URL", "redis://localhost:6379/0"),
-		"Redis URL (redis://[user:pass@]host:port/db, rediss:// for TLS); env DTQ_REDIS_URL. "+
+		"Redis URL: redis://[user:pass@]host:port/db for one node, redis+cluster://host:port?addr=host:port for a cluster, "+
+			"redis+sentinel://host:port/db?master_name=name&addr=host:port for Sentinel (rediss... for TLS; docs/redis.md); env DTQ_REDIS_URL. "+
 			"DTQ_REDIS_USERNAME, DTQ_REDIS_PASSWORD or DTQ_REDIS_PASSWORD_FILE, and DTQ_REDIS_CA_FILE override its credentials and CA.")
 	flag.StringVar(&workerImage, "worker-image", controllers.DefaultWorkerImage,
 		"Image of worker pods whose Queue's template has no containers.")
 	flag.StringVar(&workerRedisURL, "worker-redis-url", "",
-		"DTQ_REDIS_URL given to worker pods (default: --redis-url without its credentials); it must hold no password.")
+		"DTQ_REDIS_URL given to worker pods, any form --redis-url takes (default: --redis-url without its credentials); it must hold no password.")
 	flag.BoolVar(&isolation, "redis-isolation", true,
 		"Give each namespace's workers a Redis ACL user of their own, allowed only that namespace's keys (needs Redis 6+ and "+
 			"a manager Redis user allowed the ACL command). Off, workers share one identity and every Queue says so in its RedisIsolated condition.")
@@ -102,6 +103,8 @@ func main() {
 		setupLog.Error(err, "Redis is unreachable; start it or pass --redis-url / DTQ_REDIS_URL")
 		os.Exit(1)
 	}
+	topology, _ := conn.Topology()
+	setupLog.Info("Connected to Redis", "topology", topology)
 	if err := checkRedis(rdb, allowEviction); err != nil {
 		setupLog.Error(err, "Redis is not fit for dtq; fix the setting, or pass --allow-redis-eviction to start anyway")
 		os.Exit(1)

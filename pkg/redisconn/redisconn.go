@@ -18,6 +18,20 @@ limitations under the License.
 // CLI) reaches Redis: a URL plus optional credentials and CA bundle that may
 // come from separate environment variables, so a password can live in a Secret
 // instead of inside a URL in a pod spec.
+//
+// The URL's scheme names the topology (docs/redis.md has the table):
+//
+//	redis://[user:pass@]host:port[/db]                      one node (rediss:// for TLS)
+//	redis+cluster://[user:pass@]host:port[?addr=host:port]  Redis Cluster seed nodes (rediss+cluster://)
+//	redis+sentinel://[suser:spass@]host:port[/db]?master_name=m[&addr=host:port][&username=u&password=p]
+//	                                                        Sentinel (rediss+sentinel://)
+//
+// After the scheme's "+cluster" or "+sentinel" is dropped, the rest is
+// go-redis's ParseURL, ParseClusterURL or ParseFailoverURL form, with its
+// query options. In the Sentinel form the user info authenticates to the
+// sentinels and username/password in the query to the data nodes, as in
+// ParseFailoverURL. Config's Username, Password (or PasswordFile) and CAFile
+// apply to the data nodes of every topology (a CA bundle to the sentinels too).
 package redisconn
 
 import (
@@ -25,7 +39,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -34,11 +50,21 @@ import (
 // Environment variables read by FromEnv. They are the contract between the
 // operator (which injects them into worker pods) and every binary.
 const (
-	EnvURL          = "DTQ_REDIS_URL"           // required: redis://, rediss://
-	EnvUsername     = "DTQ_REDIS_USERNAME"      // ACL user; overrides the URL's
+	EnvURL          = "DTQ_REDIS_URL"           // required: redis://, rediss://, redis+cluster://, redis+sentinel:// ...
+	EnvUsername     = "DTQ_REDIS_USERNAME"      // ACL user of the data nodes; overrides the URL's
 	EnvPassword     = "DTQ_REDIS_PASSWORD"      // overrides the URL's
 	EnvPasswordFile = "DTQ_REDIS_PASSWORD_FILE" // a file holding the password (a mounted Secret)
-	EnvCAFile       = "DTQ_REDIS_CA_FILE"       // PEM CA bundle for rediss:// (else the system roots)
+	EnvCAFile       = "DTQ_REDIS_CA_FILE"       // PEM CA bundle for a TLS scheme (else the system roots)
+)
+
+// Topology is the kind of Redis deployment a URL names.
+type Topology string
+
+// Topologies, by URL scheme.
+const (
+	Single   Topology = "single"   // redis://, rediss://
+	Cluster  Topology = "cluster"  // redis+cluster://, rediss+cluster://
+	Sentinel Topology = "sentinel" // redis+sentinel://, rediss+sentinel://
 )
 
 // Config says how to reach Redis. Username, Password and CAFile, when set,
@@ -50,7 +76,8 @@ type Config struct {
 	// PasswordFile is read by Client when Password is empty.
 	PasswordFile string
 	CAFile       string
-	// PoolSize, when larger than the client's default, raises it.
+	// PoolSize, when larger than the client's default (the URL's pool_size,
+	// else 10 per CPU), raises it. On a cluster it is per node.
 	PoolSize int
 }
 
@@ -65,61 +92,171 @@ func FromEnv() Config {
 	}
 }
 
-// Client builds a client for c. It does not connect.
+// Topology returns the topology the URL's scheme names.
+func (c Config) Topology() (Topology, error) {
+	top, _, err := splitScheme(c.URL)
+	return top, err
+}
+
+// splitScheme returns the topology of u and u with the scheme go-redis parses
+// (redis or rediss).
+func splitScheme(u string) (Topology, string, error) {
+	scheme, rest, ok := strings.Cut(u, "://")
+	base, kind, _ := strings.Cut(scheme, "+")
+	if !ok || (base != "redis" && base != "rediss") {
+		return "", "", fmt.Errorf("redisconn: %s: want a redis://, rediss://, redis+cluster:// or redis+sentinel:// URL", redact(u))
+	}
+	plain := base + "://" + rest
+	switch kind {
+	case "":
+		return Single, plain, nil
+	case "cluster":
+		return Cluster, plain, nil
+	case "sentinel":
+		return Sentinel, plain, nil
+	}
+	return "", "", fmt.Errorf("redisconn: %s: unknown topology %q (want +cluster or +sentinel)", redact(u), kind)
+}
+
+// Client builds a client for c: a *redis.Client for one node or Sentinel
+// (which follows the master the sentinels name), a *redis.ClusterClient for a
+// cluster. It does not connect.
 func (c Config) Client() (redis.UniversalClient, error) {
 	if c.URL == "" {
 		return nil, fmt.Errorf("redisconn: no Redis URL (set %s)", EnvURL)
 	}
-	opt, err := redis.ParseURL(c.URL)
+	top, plain, err := splitScheme(c.URL)
 	if err != nil {
-		return nil, fmt.Errorf("redisconn: %s: %w", redact(c.URL), err)
+		return nil, err
 	}
-	password := c.Password
-	if password == "" && c.PasswordFile != "" {
-		b, err := os.ReadFile(c.PasswordFile)
+	password, err := c.password()
+	if err != nil {
+		return nil, err
+	}
+	creds := func(user, pass *string) {
+		if c.Username != "" {
+			*user = c.Username
+		}
+		if password != "" {
+			*pass = password
+		}
+	}
+	wrap := func(err error) error { return fmt.Errorf("redisconn: %s: %w", redact(c.URL), err) }
+	switch top {
+	case Cluster:
+		opt, err := redis.ParseClusterURL(plain)
 		if err != nil {
-			return nil, fmt.Errorf("redisconn: read password file: %w", err)
+			return nil, wrap(err)
 		}
-		password = strings.TrimRight(string(b), "\r\n")
-	}
-	if c.Username != "" {
-		opt.Username = c.Username
-	}
-	if password != "" {
-		opt.Password = password
-	}
-	if c.CAFile != "" {
-		if opt.TLSConfig == nil {
-			return nil, errors.New("redisconn: a CA file needs a rediss:// URL")
+		if u, _ := url.Parse(plain); u != nil && strings.Trim(u.Path, "/") != "" && strings.Trim(u.Path, "/") != "0" {
+			return nil, wrap(errors.New("a cluster has only database 0"))
 		}
-		pem, err := os.ReadFile(c.CAFile)
+		creds(&opt.Username, &opt.Password)
+		if opt.TLSConfig, err = c.tlsConfig(opt.TLSConfig, false); err != nil {
+			return nil, err
+		}
+		opt.PoolSize = c.poolSize(opt.PoolSize)
+		return redis.NewClusterClient(opt), nil
+	case Sentinel:
+		opt, err := redis.ParseFailoverURL(plain)
 		if err != nil {
-			return nil, fmt.Errorf("redisconn: read CA file: %w", err)
+			return nil, wrap(err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("redisconn: %s holds no PEM certificate", c.CAFile)
+		if opt.MasterName == "" {
+			return nil, wrap(errors.New("a Sentinel URL needs master_name=<name>"))
 		}
-		opt.TLSConfig = &tls.Config{RootCAs: pool, ServerName: opt.TLSConfig.ServerName, MinVersion: tls.VersionTLS12}
+		creds(&opt.Username, &opt.Password)
+		if opt.TLSConfig, err = c.tlsConfig(opt.TLSConfig, false); err != nil {
+			return nil, err
+		}
+		opt.PoolSize = c.poolSize(opt.PoolSize)
+		return redis.NewFailoverClient(opt), nil
+	default:
+		opt, err := redis.ParseURL(plain)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		creds(&opt.Username, &opt.Password)
+		if opt.TLSConfig, err = c.tlsConfig(opt.TLSConfig, true); err != nil {
+			return nil, err
+		}
+		opt.PoolSize = c.poolSize(opt.PoolSize)
+		return redis.NewClient(opt), nil
 	}
-	if c.PoolSize > opt.PoolSize {
-		opt.PoolSize = c.PoolSize
-	}
-	return redis.NewClient(opt), nil
 }
 
-// redact hides the password of a URL for error messages.
+func (c Config) password() (string, error) {
+	if c.Password != "" || c.PasswordFile == "" {
+		return c.Password, nil
+	}
+	b, err := os.ReadFile(c.PasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("redisconn: read password file: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// tlsConfig returns the TLS config of the parsed URL (nil without TLS) with
+// the CA bundle as its only roots. go-redis names the URL's first host as the
+// server name; one node keeps it, but the nodes of a cluster or behind
+// Sentinel are other hosts, so there each connection checks the certificate
+// against the address it dials (keepName false).
+func (c Config) tlsConfig(parsed *tls.Config, keepName bool) (*tls.Config, error) {
+	if parsed == nil {
+		if c.CAFile != "" {
+			return nil, errors.New("redisconn: a CA file needs a TLS URL (rediss://, rediss+cluster:// or rediss+sentinel://)")
+		}
+		return nil, nil
+	}
+	cfg := parsed.Clone()
+	if !keepName {
+		cfg.ServerName = ""
+	}
+	cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
+	if c.CAFile == "" {
+		return cfg, nil
+	}
+	pem, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("redisconn: read CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("redisconn: %s holds no PEM certificate", c.CAFile)
+	}
+	cfg.RootCAs = pool
+	return cfg, nil
+}
+
+// poolSize is the URL's pool size (0: go-redis's default of 10 per CPU),
+// raised to c.PoolSize when that is larger.
+func (c Config) poolSize(fromURL int) int {
+	if fromURL == 0 {
+		fromURL = 10 * runtime.GOMAXPROCS(0)
+	}
+	return max(fromURL, c.PoolSize)
+}
+
+// redact hides the passwords of a URL (user info and the Sentinel form's
+// password query option) for error messages.
 func redact(u string) string {
 	scheme, rest, ok := strings.Cut(u, "://")
 	if !ok {
 		return u
 	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return u
+	if userinfo, host, ok := strings.Cut(rest, "@"); ok {
+		if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
+			rest = user + ":xxxxx@" + host
+		}
 	}
-	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-		return scheme + "://" + user + ":xxxxx@" + host
+	if base, query, ok := strings.Cut(rest, "?"); ok {
+		params := strings.Split(query, "&")
+		for i, p := range params {
+			if strings.HasPrefix(p, "password=") {
+				params[i] = "password=xxxxx"
+			}
+		}
+		rest = base + "?" + strings.Join(params, "&")
 	}
-	return u
+	return scheme + "://" + rest
 }

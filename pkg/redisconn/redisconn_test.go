@@ -78,6 +78,11 @@ func TestClientErrors(t *testing.T) {
 		"ca without tls": {redisconn.Config{URL: "redis://h:1", CAFile: "/nonexistent"}, "rediss://"},
 		"missing ca":     {redisconn.Config{URL: "rediss://h:1", CAFile: "/nonexistent"}, "CA file"},
 		"missing pwfile": {redisconn.Config{URL: "redis://h:1", PasswordFile: "/nonexistent"}, "password file"},
+		"unknown kind":   {redisconn.Config{URL: "redis+ring://u:hunter2@h:1"}, "unknown topology"},
+		"cluster db":     {redisconn.Config{URL: "redis+cluster://h:1/3"}, "database 0"},
+		"cluster ca":     {redisconn.Config{URL: "redis+cluster://h:1", CAFile: "/nonexistent"}, "rediss+cluster://"},
+		"no master name": {redisconn.Config{URL: "redis+sentinel://h:1?username=u&password=hunter2"}, "master_name"},
+		"bad option":     {redisconn.Config{URL: "redis+sentinel://h:1?master_name=m&password=hunter2&nope=1"}, "password=xxxxx"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := tc.cfg.Client()

@@ -5,6 +5,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +33,8 @@ type Server struct {
 	cmd    *exec.Cmd
 	stderr *testutil.SyncBuffer
 
+	tls *tls.Config // nil: plain TCP
+
 	once   sync.Once
 	client *redis.Client
 }
@@ -39,6 +42,7 @@ type Server struct {
 type config struct {
 	aofDir string
 	args   []string
+	tls    *TLS
 }
 
 // Option configures Start.
@@ -55,22 +59,38 @@ func WithArgs(args ...string) Option {
 	return func(c *config) { c.args = append(c.args, args...) }
 }
 
-// Start starts a redis-server, waits until it answers PING and registers its
-// shutdown with t.Cleanup. It fails the test when redis-server is missing.
-func Start(t testing.TB, opts ...Option) *Server {
-	t.Helper()
+// WithTLS makes the server (every node, for StartCluster and StartSentinel)
+// serve TLS only, with ca's server certificate; Client, URL and the
+// replication and cluster links use TLS too.
+func WithTLS(ca *TLS) Option {
+	return func(c *config) { c.tls = ca }
+}
+
+func newConfig(opts []Option) config {
 	var c config
 	for _, o := range opts {
 		o(&c)
 	}
+	return c
+}
+
+// dataArgs are the arguments of a data node (not a sentinel).
+func (c config) dataArgs() []string {
 	args := []string{"--save", ""}
 	if c.aofDir != "" {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always", "--dir", c.aofDir)
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
-	args = append(args, c.args...)
-	s, errText := startProcess(t, args)
+	return append(args, c.args...)
+}
+
+// Start starts a redis-server, waits until it answers PING and registers its
+// shutdown with t.Cleanup. It fails the test when redis-server is missing.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	c := newConfig(opts)
+	s, errText := startProcess(t, nil, c.dataArgs(), c.tls)
 	if s == nil {
 		t.Fatalf("redis-server did not start: %s", errText)
 	}
@@ -89,9 +109,9 @@ func binary(t testing.TB) string {
 // startProcess starts redis-server on a free port (see launch) and registers
 // its shutdown with t.Cleanup. On failure it returns nil and the server's
 // output.
-func startProcess(t testing.TB, extra []string) (*Server, string) {
+func startProcess(t testing.TB, lead, extra []string, ca *TLS) (*Server, string) {
 	t.Helper()
-	s, exited, errText, err := launch(binary(t), extra)
+	s, exited, errText, err := launch(binary(t), lead, extra, ca)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,20 +130,30 @@ func startProcess(t testing.TB, extra []string) (*Server, string) {
 }
 
 // launch starts redis-server on a free port and waits until it answers,
-// retrying when another process grabbed the port between probe and bind. It
-// returns the server and a channel closed when it exits, or nil and the
-// server's output when it did not come up.
-func launch(bin string, extra []string) (*Server, chan struct{}, string, error) {
+// retrying when another process grabbed the port between probe and bind. lead
+// comes first on the command line (a sentinel's config file), extra last. With
+// ca the port serves TLS only. It returns the server and a channel closed when
+// it exits, or nil and the server's output when it did not come up.
+func launch(bin string, lead, extra []string, ca *TLS) (*Server, chan struct{}, string, error) {
 	var lastErr string
 	for range 5 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("find a free port: %w", err)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 		_ = l.Close()
-		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"}, extra...)
+		args := append([]string(nil), lead...)
+		var tlsCfg *tls.Config
+		if ca != nil {
+			tlsCfg = ca.ClientConfig()
+			args = append(args, "--port", "0", "--tls-port", port)
+			args = append(args, ca.serverArgs()...)
+		} else {
+			args = append(args, "--port", port)
+		}
+		args = append(args, "--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning")
+		args = append(args, extra...)
 		cmd := exec.Command(bin, args...)
 		stderr := &testutil.SyncBuffer{}
 		cmd.Stdout = stderr
@@ -131,7 +161,7 @@ func launch(bin string, extra []string) (*Server, chan struct{}, string, error) 
 		if err := cmd.Start(); err != nil {
 			return nil, nil, "", fmt.Errorf("start redis-server: %w", err)
 		}
-		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, stderr: stderr}
+		s := &Server{Addr: "127.0.0.1:" + port, cmd: cmd, stderr: stderr, tls: tlsCfg}
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
 		if s.pingUntil(exited, 5*time.Second) {
@@ -154,7 +184,7 @@ func StartMain() (addr string, stop func(), err error) {
 	if err != nil {
 		return "", nil, errors.New(notFound)
 	}
-	s, exited, errText, err := launch(bin, []string{"--save", "", "--appendonly", "no"})
+	s, exited, errText, err := launch(bin, nil, []string{"--save", "", "--appendonly", "no"}, nil)
 	if err != nil {
 		return "", nil, err
 	}
@@ -165,7 +195,7 @@ func StartMain() (addr string, stop func(), err error) {
 }
 
 func (s *Server) pingUntil(exited <-chan struct{}, timeout time.Duration) bool {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, TLSConfig: s.tls})
 	defer c.Close()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -185,13 +215,23 @@ func (s *Server) pingUntil(exited <-chan struct{}, timeout time.Duration) bool {
 	return false
 }
 
-// URL returns redis://127.0.0.1:port/0.
-func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+// URL returns redis://127.0.0.1:port/0 (rediss:// with TLS).
+func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr + "/0"
+	}
+	return "redis://" + s.Addr + "/0"
+}
 
 // Client returns a client for the server, closed at cleanup.
 func (s *Server) Client() *redis.Client {
-	s.once.Do(func() { s.client = redis.NewClient(&redis.Options{Addr: s.Addr}) })
+	s.once.Do(func() { s.client = redis.NewClient(&redis.Options{Addr: s.Addr, TLSConfig: s.tls}) })
 	return s.client
+}
+
+// Kill SIGKILLs the server (Restart starts it again).
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Kill()
 }
 
 // FlushAll empties the server.
@@ -247,10 +287,16 @@ func (s *Server) RestartAfter(d time.Duration) {
 
 // StartCluster starts masters redis-server processes in cluster mode, splits
 // the 16384 slots between them, joins them and waits for cluster_state:ok. It
-// skips the test when redis-server lacks cluster support.
-func StartCluster(t testing.TB, masters int) *redis.ClusterClient {
+// skips the test when redis-server lacks cluster support. The client's
+// Options().Addrs are the nodes' addresses. WithArgs and WithTLS apply to
+// every node; WithAOF is not supported.
+func StartCluster(t testing.TB, masters int, opts ...Option) *redis.ClusterClient {
 	t.Helper()
 	binary(t)
+	c := newConfig(opts)
+	if c.aofDir != "" {
+		t.Fatalf("StartCluster: WithAOF is not supported")
+	}
 	if masters < 1 {
 		t.Fatalf("StartCluster: masters must be >= 1")
 	}
@@ -261,7 +307,7 @@ func StartCluster(t testing.TB, masters int) *redis.ClusterClient {
 		if err := os.MkdirAll(nd, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		nodes[i] = startCluster(t, nd)
+		nodes[i] = startCluster(t, nd, c)
 	}
 	ctx := context.Background()
 	per := 16384 / masters
@@ -302,7 +348,7 @@ func StartCluster(t testing.TB, masters int) *redis.ClusterClient {
 	for i, n := range nodes {
 		addrs[i] = n.Addr
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, TLSConfig: nodes[0].tls})
 	t.Cleanup(func() { _ = cc.Close() })
 	// The client learns the slot map lazily; wait until every node agrees.
 	for {
@@ -319,10 +365,14 @@ func StartCluster(t testing.TB, masters int) *redis.ClusterClient {
 	return cc
 }
 
-func startCluster(t testing.TB, dir string) *Server {
+func startCluster(t testing.TB, dir string, c config) *Server {
 	t.Helper()
-	s, errText := startProcess(t, []string{"--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
-		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "2000", "--dir", dir})
+	args := []string{"--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
+		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "2000", "--dir", dir}
+	if c.tls != nil {
+		args = append(args, "--tls-cluster", "yes")
+	}
+	s, errText := startProcess(t, nil, append(args, c.args...), c.tls)
 	if s == nil {
 		if strings.Contains(strings.ToLower(errText), "cluster") {
 			t.Skipf("redis-server lacks cluster support: %s", errText)

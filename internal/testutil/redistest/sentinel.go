@@ -1,0 +1,156 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Sentinel is a master, its replicas and the sentinels that watch it, as
+// StartSentinel started them.
+type Sentinel struct {
+	MasterName string
+	Master     *Server
+	Replicas   []*Server
+	Sentinels  []*Server
+}
+
+// StartSentinel starts a master, replicas replicas of it, and sentinels
+// sentinel processes (redis-server --sentinel) that monitor it with a quorum
+// of a majority, a 1 s down-after and a 3 s failover timeout. It returns once
+// the replicas are in sync and every sentinel knows the replicas and the other
+// sentinels, so a failover can start at once. WithArgs applies to the data
+// nodes, WithTLS to every process; WithAOF is not supported.
+func StartSentinel(t testing.TB, replicas, sentinels int, opts ...Option) *Sentinel {
+	t.Helper()
+	c := newConfig(opts)
+	if c.aofDir != "" || sentinels < 1 {
+		t.Fatalf("StartSentinel: WithAOF is not supported and at least one sentinel is needed")
+	}
+	s := &Sentinel{MasterName: "dtq-master"}
+	start := func(lead, extra []string) *Server {
+		srv, errText := startProcess(t, lead, extra, c.tls)
+		if srv == nil {
+			t.Fatalf("redis-server did not start: %s", errText)
+		}
+		return srv
+	}
+	s.Master = start(nil, c.dataArgs())
+	host, port, _ := net.SplitHostPort(s.Master.Addr)
+	for range replicas {
+		s.Replicas = append(s.Replicas, start(nil, append(c.dataArgs(), "--replicaof", host, port)))
+	}
+	waitFor(t, "replicas in sync", func() bool {
+		info, err := s.Master.Client().Info(context.Background(), "replication").Result()
+		return err == nil && strings.Count(info, "state=online") == replicas
+	})
+	dir := t.TempDir()
+	for i := range sentinels {
+		conf := filepath.Join(dir, "sentinel-"+strconv.Itoa(i)+".conf")
+		text := fmt.Sprintf("sentinel monitor %[1]s %[2]s %[3]s %[4]d\nsentinel down-after-milliseconds %[1]s 1000\n"+
+			"sentinel failover-timeout %[1]s 3000\nsentinel parallel-syncs %[1]s 1\n", s.MasterName, host, port, sentinels/2+1)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s.Sentinels = append(s.Sentinels, start([]string{conf, "--sentinel"}, nil))
+	}
+	waitFor(t, "sentinels to know the replicas and each other", func() bool {
+		for _, sn := range s.Sentinels {
+			m, err := s.masterInfo(sn)
+			if err != nil || m["num-slaves"] != strconv.Itoa(replicas) || m["num-other-sentinels"] != strconv.Itoa(sentinels-1) {
+				return false
+			}
+		}
+		return true
+	})
+	return s
+}
+
+// SentinelAddrs are the sentinels' host:port addresses.
+func (s *Sentinel) SentinelAddrs() []string {
+	addrs := make([]string, len(s.Sentinels))
+	for i, sn := range s.Sentinels {
+		addrs[i] = sn.Addr
+	}
+	return addrs
+}
+
+// MasterAddr asks the first sentinel that answers for the current master.
+func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
+	var err error
+	for _, sn := range s.Sentinels {
+		var addr []string
+		err = withSentinel(sn, func(c *redis.SentinelClient) (err error) {
+			addr, err = c.GetMasterAddrByName(ctx, s.MasterName).Result()
+			return err
+		})
+		if err == nil && len(addr) == 2 {
+			return addr[0] + ":" + addr[1], nil
+		}
+	}
+	return "", fmt.Errorf("no sentinel knows master %s: %v", s.MasterName, err)
+}
+
+// WaitPromoted waits until every sentinel names a master other than old and
+// that master answers as one, and returns it.
+func (s *Sentinel) WaitPromoted(t testing.TB, old *Server) *Server {
+	t.Helper()
+	var promoted *Server
+	waitFor(t, "a replica promoted", func() bool {
+		addr, err := s.MasterAddr(context.Background())
+		if err != nil || addr == old.Addr {
+			return false
+		}
+		for _, sn := range s.Sentinels {
+			if m, err := s.masterInfo(sn); err != nil || m["ip"]+":"+m["port"] != addr {
+				return false
+			}
+		}
+		for _, r := range append([]*Server{s.Master}, s.Replicas...) {
+			if r.Addr == addr {
+				role, err := r.Client().Do(context.Background(), "ROLE").Slice()
+				if err == nil && len(role) > 0 && role[0] == "master" {
+					promoted = r
+				}
+			}
+		}
+		return promoted != nil
+	})
+	return promoted
+}
+
+// masterInfo is SENTINEL MASTER.
+func (s *Sentinel) masterInfo(sn *Server) (m map[string]string, err error) {
+	err = withSentinel(sn, func(c *redis.SentinelClient) error {
+		m, err = c.Master(context.Background(), s.MasterName).Result()
+		return err
+	})
+	return m, err
+}
+
+// withSentinel runs f with a client of the SENTINEL commands connected to sn.
+func withSentinel(sn *Server, f func(*redis.SentinelClient) error) error {
+	c := redis.NewSentinelClient(&redis.Options{Addr: sn.Addr, TLSConfig: sn.tls})
+	defer c.Close()
+	return f(c)
+}
+
+// waitFor polls ok for up to 30 s and fails the test when it never holds.
+func waitFor(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
