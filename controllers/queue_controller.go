@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -195,9 +196,10 @@ func (r *QueueReconciler) writeStatus(ctx context.Context, q *dtqv1alpha1.Queue,
 // SetupWithManager watches Queues, their Deployments (ready replicas), the
 // namespaces' Redis user Secrets and the status syncer's channel (a task
 // arrived: scale up now).
-func (r *QueueReconciler) SetupWithManager(mgr ctrl.Manager, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Queue]) error {
+func (r *QueueReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int, syncer <-chan event.TypedGenericEvent[*dtqv1alpha1.Queue]) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("queue").
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		For(&dtqv1alpha1.Queue{}).
 		Owns(&appsv1.Deployment{}).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.queuesOfNamespace)).

@@ -46,8 +46,8 @@ type Engine interface {
 	Submit(ctx context.Context, q broker.QueueRef, req broker.SubmitRequest) (broker.SubmitResult, error)
 	GetTask(ctx context.Context, q broker.QueueRef, id string) (broker.TaskInfo, error)
 	Cancel(ctx context.Context, q broker.QueueRef, id string) (broker.State, error)
-	ReadEvents(ctx context.Context, q broker.QueueRef, after string, count int, block time.Duration) ([]broker.Event, error)
-	PromoteDue(ctx context.Context, q broker.QueueRef, limit int) (int, time.Time, error)
+	ReadEventsMany(ctx context.Context, cursors []broker.EventsCursor, count int) []broker.EventsReply
+	PromoteDueMany(ctx context.Context, qs []broker.QueueRef, limit int) []broker.Promotion
 	TaskCRTasks(ctx context.Context, q broker.QueueRef) ([]string, error)
 	DeleteQueue(ctx context.Context, q broker.QueueRef) (int, error)
 }
@@ -60,6 +60,10 @@ const (
 	// DefaultTaskConcurrency reconciles Tasks in parallel: a reconcile is
 	// mostly waiting on Redis and the API server.
 	DefaultTaskConcurrency = 16
+	// DefaultQueueConcurrency reconciles Queues in parallel: with hundreds of
+	// Queues polled every busyRequeue, one at a time falls behind
+	// (docs/benchmarks.md, "Many Queues").
+	DefaultQueueConcurrency = 4
 	// busyRequeue is how often a Queue with backlog or workers is re-read for
 	// autoscaling and status.
 	busyRequeue = 2 * time.Second
@@ -91,6 +95,8 @@ type Options struct {
 	RedisUsers RedisUsers
 	// RedisUserResync is how often each namespace's Redis user is checked.
 	RedisUserResync time.Duration
+	// QueueConcurrency is how many Queues are reconciled at once.
+	QueueConcurrency int
 }
 
 func (o Options) withDefaults(rdb redis.UniversalClient) Options {
@@ -108,6 +114,9 @@ func (o Options) withDefaults(rdb redis.UniversalClient) Options {
 	}
 	if o.TaskConcurrency == 0 {
 		o.TaskConcurrency = DefaultTaskConcurrency
+	}
+	if o.QueueConcurrency == 0 {
+		o.QueueConcurrency = DefaultQueueConcurrency
 	}
 	if o.ResyncPeriod == 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
@@ -168,7 +177,7 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Engine: opts.Engine, Clock: opts.Clock,
 		Recorder: recorder, Workers: opts.Workers,
 	}
-	if err := qr.SetupWithManager(mgr, queueEvents); err != nil {
+	if err := qr.SetupWithManager(mgr, opts.QueueConcurrency, queueEvents); err != nil {
 		return fmt.Errorf("set up queue controller: %w", err)
 	}
 	if opts.Workers.Isolation {

@@ -100,7 +100,8 @@ func validConfig(c QueueConfig) error {
 
 // EnsureQueue writes the queue's config, registers the queue in its
 // namespace's set (see Queues) and creates the consumer group "workers" on its
-// ten streams (MKSTREAM). Idempotent; call it again to change the config.
+// ten streams (MKSTREAM), in one pipeline. Idempotent; call it again to change
+// the config.
 func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) error {
 	if err := validQueue(q); err != nil {
 		return err
@@ -114,22 +115,30 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 		dlq = "1"
 	}
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
-	if err := b.rdb.HSet(ctx, k.config(),
-		cfgMaxDepth, cfg.MaxDepth, cfgMaxPayload, cfg.MaxPayloadBytes, cfgMaxAttempts, cfg.DefaultMaxAttempts,
-		cfgTimeout, ms(cfg.DefaultTimeout), cfgRetryBase, ms(cfg.Retry.BaseDelay), cfgRetryMax, ms(cfg.Retry.MaxDelay),
-		cfgRetryJitter, strconv.FormatFloat(cfg.Retry.Jitter, 'f', -1, 64), cfgIdemTTL, ms(cfg.IdempotencyTTL),
-		cfgTaskTTL, ms(cfg.TaskRetention), cfgResultTTL, ms(cfg.ResultRetention), cfgResultMax, cfg.ResultMaxBytes,
-		cfgDLQ, dlq, cfgDLQMaxLen, cfg.DeadLetterMaxLen, cfgVisibility, ms(cfg.VisibilityTimeout),
-	).Err(); err != nil {
+	var hset, sadd *redis.IntCmd
+	groups := make([]*redis.StatusCmd, Bands)
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		hset = p.HSet(ctx, k.config(),
+			cfgMaxDepth, cfg.MaxDepth, cfgMaxPayload, cfg.MaxPayloadBytes, cfgMaxAttempts, cfg.DefaultMaxAttempts,
+			cfgTimeout, ms(cfg.DefaultTimeout), cfgRetryBase, ms(cfg.Retry.BaseDelay), cfgRetryMax, ms(cfg.Retry.MaxDelay),
+			cfgRetryJitter, strconv.FormatFloat(cfg.Retry.Jitter, 'f', -1, 64), cfgIdemTTL, ms(cfg.IdempotencyTTL),
+			cfgTaskTTL, ms(cfg.TaskRetention), cfgResultTTL, ms(cfg.ResultRetention), cfgResultMax, cfg.ResultMaxBytes,
+			cfgDLQ, dlq, cfgDLQMaxLen, cfg.DeadLetterMaxLen, cfgVisibility, ms(cfg.VisibilityTimeout))
+		sadd = p.SAdd(ctx, namespaceQueues(q.Namespace), q.Name)
+		for i, s := range k.streams() {
+			groups[i] = p.XGroupCreateMkStream(ctx, s, group, "0")
+		}
+		return nil
+	}) // each command carries its own error
+	if err := hset.Err(); err != nil {
 		return fmt.Errorf("broker: write config of %s: %w", q, err)
 	}
-	if err := b.rdb.SAdd(ctx, namespaceQueues(q.Namespace), q.Name).Err(); err != nil {
+	if err := sadd.Err(); err != nil {
 		return fmt.Errorf("broker: register %s: %w", q, err)
 	}
-	for _, s := range k.streams() {
-		err := b.rdb.XGroupCreateMkStream(ctx, s, group, "0").Err()
-		if err != nil && !isBusyGroup(err) {
-			return fmt.Errorf("broker: create group on %s: %w", s, err)
+	for i, g := range groups {
+		if err := g.Err(); err != nil && !isBusyGroup(err) {
+			return fmt.Errorf("broker: create group on %s: %w", k.stream(i), err)
 		}
 	}
 	return nil

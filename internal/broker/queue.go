@@ -95,10 +95,7 @@ func (b *Broker) Stats(ctx context.Context, q QueueRef) (QueueStats, error) {
 // one TaskQueued entry for all its new tasks, returned as one Event per task,
 // all with the entry's ID.
 func (b *Broker) ReadEvents(ctx context.Context, q QueueRef, after string, count int, block time.Duration) ([]Event, error) {
-	if after == "" {
-		after = "0"
-	}
-	args := &redis.XReadArgs{Streams: []string{keysFor(q).events(), after}, Count: int64(count), Block: -1}
+	args := eventsArgs(q, after, count)
 	if block > 0 {
 		args.Block = block
 	}
@@ -109,6 +106,58 @@ func (b *Broker) ReadEvents(ctx context.Context, q QueueRef, after string, count
 	if err != nil {
 		return nil, fmt.Errorf("broker: read events of %s: %w", q, err)
 	}
+	return eventsOf(res), nil
+}
+
+// EventsCursor names a queue's events stream and the ID to read after ("" or
+// "0" for the oldest kept).
+type EventsCursor struct {
+	Queue QueueRef
+	After string
+}
+
+// EventsReply is one queue's share of ReadEventsMany.
+type EventsReply struct {
+	Events []Event
+	Err    error
+}
+
+// ReadEventsMany is ReadEvents without blocking for many queues at once, in
+// one pipeline (go-redis sends a cluster's share of it to each node in
+// parallel): one round trip and one connection per Redis node however many
+// queues there are. The replies are in the order of cursors.
+func (b *Broker) ReadEventsMany(ctx context.Context, cursors []EventsCursor, count int) []EventsReply {
+	cmds := make([]*redis.XStreamSliceCmd, len(cursors))
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range cursors {
+			cmds[i] = p.XRead(ctx, eventsArgs(c.Queue, c.After, count))
+		}
+		return nil
+	}) // each command carries its own error
+	out := make([]EventsReply, len(cursors))
+	for i, cmd := range cmds {
+		res, err := cmd.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			out[i].Err = fmt.Errorf("broker: read events of %s: %w", cursors[i].Queue, err)
+		default:
+			out[i].Events = eventsOf(res)
+		}
+	}
+	return out
+}
+
+// eventsArgs reads q's events stream after the ID after, without blocking.
+func eventsArgs(q QueueRef, after string, count int) *redis.XReadArgs {
+	if after == "" {
+		after = "0"
+	}
+	return &redis.XReadArgs{Streams: []string{keysFor(q).events(), after}, Count: int64(count), Block: -1}
+}
+
+// eventsOf turns XREAD's reply into events, one per task of a batch entry.
+func eventsOf(res []redis.XStream) []Event {
 	var out []Event
 	for _, s := range res {
 		for _, m := range s.Messages {
@@ -127,5 +176,5 @@ func (b *Broker) ReadEvents(ctx context.Context, q QueueRef, after string, count
 			}
 		}
 	}
-	return out, nil
+	return out
 }
