@@ -40,9 +40,12 @@ help: ## Display this help.
 
 ##@ Development
 
+# Redis of `make dev`: single (one redis-server) or cluster (a three-master Redis Cluster).
+DEV_REDIS ?= single
+
 .PHONY: dev
-dev: build envtest redis ## Run the local stack (control plane, Redis, operator, workers) and apply the samples.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(LOCALBIN)/kubectl-dtq dev
+dev: build envtest redis ## Run the local stack (control plane, Redis, operator, workers) and apply the samples; DEV_REDIS=cluster for a Redis Cluster.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(LOCALBIN)/kubectl-dtq dev --redis=$(DEV_REDIS)
 
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs and RBAC from the API types and markers.

@@ -19,10 +19,10 @@ import (
 )
 
 type devFlags struct {
-	dir, binDir, assetsDir, crdDir, workerImage, redisFsync string
-	samples                                                 []string
-	keepState, exitAfterReady, quiet                        bool
-	timeout                                                 time.Duration
+	dir, binDir, assetsDir, crdDir, workerImage, redisFsync, redis string
+	samples                                                        []string
+	keepState, exitAfterReady, quiet                               bool
+	timeout                                                        time.Duration
 }
 
 func newDevCommand() *cobra.Command {
@@ -31,13 +31,14 @@ func newDevCommand() *cobra.Command {
 		Use:   "dev",
 		Short: "Run dtq locally: control plane, Redis, operator and workers, with the samples applied",
 		Long: `dev runs the whole product on this machine, without a cluster or Docker:
-the envtest kube-apiserver and etcd, a private redis-server (AOF on), the CRDs,
-bin/manager, the HTTP API (bin/api) on a loopback port with Kubernetes
-authentication on, and a stand-in for the kubelet that runs every worker
-Deployment's replicas as local bin/worker processes (container images are
-ignored). It creates Queue default/default, applies the samples, writes the
-admin kubeconfig (cluster-admin by a ServiceAccount token, which the API
-accepts too) and the API's base URL to <dir>/api-url, and prints one line:
+the envtest kube-apiserver and etcd, a private redis-server (AOF on; with
+--redis cluster, a three-master Redis Cluster instead), the CRDs, bin/manager,
+the HTTP API (bin/api) on a loopback port with Kubernetes authentication on,
+and a stand-in for the kubelet that runs every worker Deployment's replicas as
+local bin/worker processes (container images are ignored). It creates Queue
+default/default, applies the samples, writes the admin kubeconfig
+(cluster-admin by a ServiceAccount token, which the API accepts too) and the
+API's base URL to <dir>/api-url, and prints one line:
 
   dtq dev: ready, export KUBECONFIG=<dir>/kubeconfig, API at http://127.0.0.1:<port>
 
@@ -54,6 +55,7 @@ Logs are in <dir>/logs. Run it from the repository root (make dev does).`,
 	fl.StringSliceVar(&f.samples, "samples", []string{"config/samples"}, "Directories whose YAML files are applied once the stack runs (empty for none).")
 	fl.StringVar(&f.workerImage, "worker-image", "ghcr.io/dtq-dev/dtq-worker:latest", "Worker image the manager puts in Deployments (the stand-in ignores it).")
 	fl.StringVar(&f.redisFsync, "redis-appendfsync", "everysec", "Redis AOF fsync policy: everysec or always.")
+	fl.StringVar(&f.redis, "redis", "single", "Redis topology: single (one redis-server) or cluster (a three-master Redis Cluster).")
 	fl.BoolVar(&f.keepState, "keep-state", false, "Keep the etcd and Redis data of the previous run instead of starting fresh.")
 	fl.BoolVar(&f.exitAfterReady, "exit-after-ready", false, "Stop everything and exit 0 right after the ready line (a smoke test).")
 	fl.DurationVar(&f.timeout, "timeout", 0, "Stop everything and exit after this long once ready (0: run until Ctrl-C).")
@@ -62,6 +64,9 @@ Logs are in <dir>/logs. Run it from the repository root (make dev does).`,
 }
 
 func runDev(f devFlags) error {
+	if f.redis != "single" && f.redis != "cluster" {
+		return fmt.Errorf("--redis %q: want single or cluster", f.redis)
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
@@ -109,6 +114,7 @@ func runDev(f devFlags) error {
 		KeepState:    f.keepState,
 		WorkerImage:  f.workerImage,
 		RedisFsync:   f.redisFsync,
+		RedisCluster: f.redis == "cluster",
 		Log:          log,
 	})
 	if err != nil {

@@ -69,8 +69,14 @@ type Options struct {
 	// RedisVia, when set, is called with redis-server's address once it runs
 	// and returns the addresses the manager and the workers dial instead: a
 	// fault-injecting proxy, say (test/e2e puts Toxiproxy there). RedisAddr
-	// and RedisURL stay the direct ones.
+	// and RedisURL stay the direct ones. Not with RedisCluster (a cluster's
+	// clients dial the nodes' own addresses).
 	RedisVia func(redisAddr string) (manager, workers string, err error)
+	// RedisCluster runs a three-master Redis Cluster (three redis-server
+	// processes, the slots split evenly) instead of one redis-server; the
+	// manager, the API and the workers get a redis+cluster:// URL. KeepState does not
+	// apply to it.
+	RedisCluster bool
 	// Log receives the stack's progress; nil discards it.
 	Log *slog.Logger
 }
@@ -95,7 +101,7 @@ type Stack struct {
 	opts    Options
 	log     *slog.Logger
 	env     *envtest.Environment
-	redis   *redisServer
+	redis   *redisNodes
 	manager *managerProcess
 	api     *apiProcess
 	kubelet *kubelet
@@ -123,6 +129,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	if opts.RedisFsync == "" {
 		opts.RedisFsync = "everysec"
+	}
+	if opts.RedisVia != nil && opts.RedisCluster {
+		return nil, errors.New("devstack: RedisVia cannot route a Redis Cluster (its clients dial the nodes' own addresses)")
 	}
 	if opts.WorkerImage == "" {
 		opts.WorkerImage = "ghcr.io/dtq-dev/dtq-worker:latest"
@@ -193,12 +202,11 @@ func (s *Stack) start(ctx context.Context) error {
 
 	t0 := time.Now()
 	redisBin, _ := redisBinary()
-	s.redis = &redisServer{bin: redisBin, dataDir: filepath.Join(s.Dir, "redis"), logPath: filepath.Join(logDir, "redis.log"),
-		stackDir: s.Dir, fsync: s.opts.RedisFsync}
+	s.redis = newRedisNodes(redisBin, s.Dir, logDir, s.opts.RedisFsync, s.opts.RedisCluster)
 	if err := s.redis.start(ctx); err != nil {
 		return err
 	}
-	s.log.Info("Redis running", "addr", s.redis.addr(), "aof", s.redis.dataDir)
+	s.log.Info("Redis running", "url", s.redis.url(), "aof", filepath.Join(s.Dir, "redis"))
 
 	if err := s.startControlPlane(logDir); err != nil {
 		return err
@@ -210,7 +218,7 @@ func (s *Stack) start(ctx context.Context) error {
 
 	managerURL, workerURL := s.redis.url(), s.redis.url()
 	if s.opts.RedisVia != nil {
-		m, w, err := s.opts.RedisVia(s.redis.addr())
+		m, w, err := s.opts.RedisVia(s.RedisAddr())
 		if err != nil {
 			return fmt.Errorf("route Redis through RedisVia: %w", err)
 		}
@@ -381,10 +389,12 @@ func definesQueue(objs []*unstructured.Unstructured, ns, name string) bool {
 	return false
 }
 
-// RedisAddr is the private redis-server's host:port.
-func (s *Stack) RedisAddr() string { return s.redis.addr() }
+// RedisAddr is the host:port of the private redis-server (of the first
+// master with RedisCluster).
+func (s *Stack) RedisAddr() string { return s.redis.servers[0].addr() }
 
-// RedisURL is the Redis URL the manager and workers use.
+// RedisURL is the Redis URL the manager and workers use (DTQ_REDIS_URL:
+// redis:// or, with RedisCluster, redis+cluster://).
 func (s *Stack) RedisURL() string { return s.redis.url() }
 
 // ManagerPID is the manager's process id (0 while it is not running).
@@ -446,30 +456,25 @@ func (s *Stack) RestartAPI(ctx context.Context, sig syscall.Signal) error {
 	return s.api.start(ctx)
 }
 
-// WithRedisStopped stops redis-server (SIGTERM, data kept), runs f, then
-// starts it again on the same port and waits until it answers.
+// WithRedisStopped stops redis-server (every master of a cluster; SIGTERM,
+// data kept), runs f, then starts it again on the same port and waits until
+// it answers (a cluster: until it is healthy).
 func (s *Stack) WithRedisStopped(ctx context.Context, f func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.redis.stop()
-	s.redis.proc = nil
 	ferr := f()
 	return errors.Join(ferr, s.redis.start(ctx))
 }
 
-// RestartRedis stops redis-server with sig (SIGKILL loses only what the AOF
-// policy had not synced; "always" loses nothing acknowledged), starts it
-// again on the same port with the same data and waits until it answers.
+// RestartRedis stops redis-server (every master of a cluster) with sig
+// (SIGKILL loses only what the AOF policy had not synced; "always" loses
+// nothing acknowledged), starts it again on the same port with the same data
+// and waits until it answers (a cluster: until it is healthy).
 func (s *Stack) RestartRedis(ctx context.Context, sig syscall.Signal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sig == syscall.SIGKILL {
-		s.redis.proc.kill()
-	} else {
-		s.redis.stop()
-	}
-	s.redis.proc = nil
-	return s.redis.start(ctx)
+	return s.redis.restart(ctx, sig)
 }
 
 // Stop stops everything in the reverse order of start: worker processes

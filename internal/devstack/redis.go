@@ -2,28 +2,121 @@ package devstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/rediscluster"
 )
 
-// redisServer is the stack's private redis-server: loopback only, AOF on, data
-// in <dir>/redis, so a restart (RestartRedis) keeps every acknowledged write.
+// clusterMasters is the number of masters of the stack's Redis Cluster.
+const clusterMasters = 3
+
+// redisNodes is the stack's Redis: one redis-server, or the masters of a
+// Redis Cluster (Options.RedisCluster), each loopback only with AOF on, so a
+// restart (RestartRedis) keeps every acknowledged write.
+type redisNodes struct {
+	servers []*redisServer
+	cluster bool
+}
+
+func newRedisNodes(bin, stackDir, logDir, fsync string, cluster bool) *redisNodes {
+	if !cluster {
+		return &redisNodes{servers: []*redisServer{{bin: bin, dataDir: filepath.Join(stackDir, "redis"),
+			logPath: filepath.Join(logDir, "redis.log"), stackDir: stackDir, fsync: fsync}}}
+	}
+	r := &redisNodes{cluster: true}
+	for i := range clusterMasters {
+		dir := filepath.Join(stackDir, "redis", strconv.Itoa(i))
+		r.servers = append(r.servers, &redisServer{bin: bin, dataDir: dir,
+			logPath: filepath.Join(logDir, "redis-"+strconv.Itoa(i)+".log"), stackDir: stackDir, fsync: fsync,
+			extra: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}})
+	}
+	return r
+}
+
+// start starts every server; a fresh cluster is formed, a restarted one
+// waits until it is healthy again.
+func (r *redisNodes) start(ctx context.Context) error {
+	var fresh bool
+	if r.cluster {
+		if _, err := os.Stat(filepath.Join(r.servers[0].dataDir, "nodes.conf")); err == nil && r.servers[0].port == 0 {
+			// Its nodes know each other by port, and the ports are new.
+			return errors.New("a Redis Cluster cannot keep its state between dev stack runs: start without --keep-state")
+		}
+		fresh = r.servers[0].port == 0
+	}
+	for _, s := range r.servers {
+		if err := s.start(ctx); err != nil {
+			return err
+		}
+	}
+	if !r.cluster {
+		return nil
+	}
+	if fresh {
+		return rediscluster.Form(ctx, r.addrs(), nil)
+	}
+	return rediscluster.WaitHealthy(ctx, r.addrs(), nil)
+}
+
+// restart stops every server with sig (SIGKILL at once, else SIGTERM with a
+// grace period) and starts them again on their ports with their data.
+func (r *redisNodes) restart(ctx context.Context, sig syscall.Signal) error {
+	for _, s := range r.servers {
+		if sig == syscall.SIGKILL {
+			s.proc.kill()
+		} else {
+			s.stop()
+		}
+		s.proc = nil
+	}
+	return r.start(ctx)
+}
+
+// stop stops every server (SIGTERM, data kept); start runs them again.
+func (r *redisNodes) stop() {
+	for _, s := range r.servers {
+		s.stop()
+		s.proc = nil
+	}
+}
+
+func (r *redisNodes) addrs() []string {
+	out := make([]string, len(r.servers))
+	for i, s := range r.servers {
+		out[i] = s.addr()
+	}
+	return out
+}
+
+// url is the DTQ_REDIS_URL of the stack (pkg/redisconn's forms).
+func (r *redisNodes) url() string {
+	if !r.cluster {
+		return "redis://" + r.servers[0].addr() + "/0"
+	}
+	a := r.addrs()
+	return "redis+cluster://" + a[0] + "?addr=" + strings.Join(a[1:], "&addr=")
+}
+
+// redisServer is one redis-server of the stack, data in dataDir.
 type redisServer struct {
 	bin, dataDir, logPath, stackDir string
 	fsync                           string
+	extra                           []string // more arguments (cluster mode)
 	port                            int
 	proc                            *child
 }
 
 func (r *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
-
-func (r *redisServer) url() string { return "redis://" + r.addr() + "/0" }
 
 // start runs redis-server on r.port, or on a free port when it is 0, and waits
 // until it answers PING.
@@ -41,10 +134,10 @@ func (r *redisServer) start(ctx context.Context) error {
 			}
 			r.port = p
 		}
-		cmd := exec.Command(r.bin,
+		cmd := exec.Command(r.bin, append([]string{
 			"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--protected-mode", "yes",
 			"--daemonize", "no", "--dir", r.dataDir, "--appendonly", "yes", "--appendfsync", r.fsync,
-			"--save", "", "--loglevel", "warning", "--logfile", "")
+			"--save", "", "--loglevel", "warning", "--logfile", ""}, r.extra...)...)
 		proc, err := startChild("redis-server", r.stackDir, r.logPath, cmd)
 		if err != nil {
 			return err

@@ -19,8 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/rediscluster"
+	"github.com/dtq-dev/dtq/internal/testutil"
 )
 
 const notFound = "redis-server not found: run `make redis` (installs it with apt) or install Redis 7"
@@ -310,47 +312,17 @@ func StartCluster(t testing.TB, masters int, opts ...Option) *redis.ClusterClien
 		nodes[i] = startCluster(t, nd, c)
 	}
 	ctx := context.Background()
-	per := 16384 / masters
-	for i, n := range nodes {
-		lo, hi := i*per, (i+1)*per-1
-		if i == masters-1 {
-			hi = 16383
-		}
-		if err := n.Client().Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
-			t.Fatalf("cluster addslotsrange: %v", err)
-		}
-	}
-	for _, n := range nodes[1:] {
-		host, port, _ := net.SplitHostPort(n.Addr)
-		if err := nodes[0].Client().Do(ctx, "CLUSTER", "MEET", host, port).Err(); err != nil {
-			t.Fatalf("cluster meet: %v", err)
-		}
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok := true
-		for _, n := range nodes {
-			info, err := n.Client().ClusterInfo(ctx).Result()
-			if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", masters)) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster did not reach cluster_state:ok")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	addrs := make([]string, masters)
 	for i, n := range nodes {
 		addrs[i] = n.Addr
 	}
+	if err := rediscluster.Form(ctx, addrs, nodes[0].tls); err != nil {
+		t.Fatal(err)
+	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, TLSConfig: nodes[0].tls})
 	t.Cleanup(func() { _ = cc.Close() })
 	// The client learns the slot map lazily; wait until every node agrees.
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }); err == nil {
 			if slots, err := cc.ClusterSlots(ctx).Result(); err == nil && len(slots) == masters {
