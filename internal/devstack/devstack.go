@@ -68,14 +68,14 @@ type Options struct {
 	RedisFsync string
 	// RedisVia, when set, is called with redis-server's address once it runs
 	// and returns the addresses the manager and the workers dial instead: a
-	// fault-injecting proxy, say (test/e2e puts Toxiproxy there). RedisAddr
-	// and RedisURL stay the direct ones. Not with RedisCluster (a cluster's
-	// clients dial the nodes' own addresses).
+	// fault-injecting proxy, say (test/e2e puts Toxiproxy there). RedisURL
+	// and the API stay direct. Not with RedisCluster (a cluster's clients
+	// dial the nodes' own addresses).
 	RedisVia func(redisAddr string) (manager, workers string, err error)
 	// RedisCluster runs a three-master Redis Cluster (three redis-server
 	// processes, the slots split evenly) instead of one redis-server; the
-	// manager, the API and the workers get a redis+cluster:// URL. KeepState does not
-	// apply to it.
+	// manager, the API and the workers get a redis+cluster:// URL.
+	// KeepState does not apply to it.
 	RedisCluster bool
 	// Log receives the stack's progress; nil discards it.
 	Log *slog.Logger
@@ -218,7 +218,7 @@ func (s *Stack) start(ctx context.Context) error {
 
 	managerURL, workerURL := s.redis.url(), s.redis.url()
 	if s.opts.RedisVia != nil {
-		m, w, err := s.opts.RedisVia(s.RedisAddr())
+		m, w, err := s.opts.RedisVia(s.redis.servers[0].addr())
 		if err != nil {
 			return fmt.Errorf("route Redis through RedisVia: %w", err)
 		}
@@ -389,12 +389,9 @@ func definesQueue(objs []*unstructured.Unstructured, ns, name string) bool {
 	return false
 }
 
-// RedisAddr is the host:port of the private redis-server (of the first
-// master with RedisCluster).
-func (s *Stack) RedisAddr() string { return s.redis.servers[0].addr() }
-
-// RedisURL is the Redis URL the manager and workers use (DTQ_REDIS_URL:
-// redis:// or, with RedisCluster, redis+cluster://).
+// RedisURL is the Redis URL the manager, the API and the workers use
+// (DTQ_REDIS_URL: redis:// or, with RedisCluster, redis+cluster://; the
+// manager and the workers dial RedisVia's addresses instead when it is set).
 func (s *Stack) RedisURL() string { return s.redis.url() }
 
 // ManagerPID is the manager's process id (0 while it is not running).

@@ -34,7 +34,7 @@ import (
 // for a ServiceAccount without the verb, success with it. The roles are the
 // shipped config/rbac ClusterRoles dtq-producer and dtq-queue-operator.
 func TestAPIAuth(t *testing.T) {
-	ns := namespace(t, "api-auth")
+	ns := single.namespace(t, "api-auth")
 	apiQueue(t, ns, "q", nil)
 	q := queuePath(ns, "q")
 	nobody := serviceAccount(t, ns, "nobody")
@@ -95,7 +95,7 @@ func TestAPIAuth(t *testing.T) {
 		}
 	}
 	// Another namespace's RoleBinding gives nothing here.
-	other := namespace(t, "api-auth-other")
+	other := single.namespace(t, "api-auth-other")
 	apiQueue(t, other, "q", nil)
 	expect(t, "producer in another namespace", call(t, producer, "POST", queuePath(other, "q")+"/tasks", submit),
 		http.StatusForbidden, dtqclient.CodeForbidden)
@@ -115,15 +115,15 @@ func TestAPIAuth(t *testing.T) {
 // credentials of the dev kubeconfig (a ServiceAccount token), through the Go
 // client's WithKubeconfig.
 func TestAPIWithTheDevKubeconfig(t *testing.T) {
-	url, err := os.ReadFile(filepath.Join(stack.Dir, "api-url"))
+	url, err := os.ReadFile(filepath.Join(single.stack.Dir, "api-url"))
 	must(t, err)
-	if strings.TrimSpace(string(url)) != stack.APIURL {
-		t.Fatalf("api-url holds %q, the API is at %s", url, stack.APIURL)
+	if strings.TrimSpace(string(url)) != single.stack.APIURL {
+		t.Fatalf("api-url holds %q, the API is at %s", url, single.stack.APIURL)
 	}
-	c, err := dtqclient.New(strings.TrimSpace(string(url)), dtqclient.WithKubeconfig(stack.Kubeconfig),
+	c, err := dtqclient.New(strings.TrimSpace(string(url)), dtqclient.WithKubeconfig(single.stack.Kubeconfig),
 		dtqclient.WithHTTPClient(&http.Client{Transport: apitest.Transport(t, nil)}))
 	must(t, err)
-	ns := namespace(t, "api-kubeconfig")
+	ns := single.namespace(t, "api-kubeconfig")
 	apiQueue(t, ns, "q", nil)
 	task, err := c.Queue(ns, "q").Submit(t.Context(), "echo", map[string]string{"from": "kubeconfig"})
 	must(t, err)

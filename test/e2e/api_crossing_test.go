@@ -34,7 +34,7 @@ import (
 // it runs, a 200 replay once done), and a CR created after an API submission
 // mirrors the API's task. The counter handler counts each logical task once.
 func TestOneLogicalTaskAcrossInterfaces(t *testing.T) {
-	ns := namespace(t, "api-crossing")
+	ns := single.namespace(t, "api-crossing")
 	apiQueue(t, ns, "q", nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -43,11 +43,11 @@ func TestOneLogicalTaskAcrossInterfaces(t *testing.T) {
 	t.Run("CR first", func(t *testing.T) {
 		payload := demo.CounterPayload{Name: ns + "-cr-first", HoldSeconds: 3}
 		task := newTask("cr-first", ns, "crossing", demo.Counter, payload).Key("cr-first").Obj()
-		must(t, stack.Client.Create(ctx, task))
+		must(t, single.stack.Client.Create(ctx, task))
 		var taskID string
 		must(t, poll(ctx, 30*time.Second, func() error {
 			var got dtqv1alpha1.Task
-			if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(task), &got); err != nil {
+			if err := single.stack.Client.Get(ctx, client.ObjectKeyFromObject(task), &got); err != nil {
 				return err
 			}
 			if taskID = got.Status.TaskID; taskID == "" {
@@ -62,12 +62,12 @@ func TestOneLogicalTaskAcrossInterfaces(t *testing.T) {
 			!(err == nil && early.Duplicate && early.TaskID == taskID) {
 			t.Fatalf("API submission of the CR's key: %+v %v, want IDEMPOTENCY_IN_PROGRESS naming %s", early, err, taskID)
 		}
-		waitTerminal(t, ns, "crossing", 1, time.Minute)
+		single.waitTerminal(t, ns, "crossing", 1, time.Minute)
 		replay, err := q.Submit(ctx, demo.Counter, payload, dtqclient.IdempotencyKey("cr-first"))
 		if err != nil || !replay.Duplicate || replay.TaskID != taskID || replay.Status != dtqclient.StatusSucceeded {
 			t.Fatalf("API submission of the CR's key once done: %+v %v, want a replay of %s", replay, err, taskID)
 		}
-		if n := counter(t, ns, payload.Name); n != 1 {
+		if n := single.counter(t, ns, payload.Name); n != 1 {
 			t.Fatalf("the counter ran %d times", n)
 		}
 	})
@@ -77,8 +77,8 @@ func TestOneLogicalTaskAcrossInterfaces(t *testing.T) {
 		sub, err := q.Submit(ctx, demo.Counter, payload, dtqclient.IdempotencyKey("api-first"))
 		must(t, err)
 		task := newTask("api-first", ns, "crossing-api", demo.Counter, payload).Key("api-first").Obj()
-		must(t, stack.Client.Create(ctx, task))
-		got := waitTerminal(t, ns, "crossing-api", 1, time.Minute)["api-first"]
+		must(t, single.stack.Client.Create(ctx, task))
+		got := single.waitTerminal(t, ns, "crossing-api", 1, time.Minute)["api-first"]
 		st := got.Status
 		if st.State != dtqv1alpha1.TaskSucceeded || st.Idempotency == nil || !st.Idempotency.Duplicate ||
 			st.Idempotency.TaskID != sub.TaskID {
@@ -89,7 +89,7 @@ func TestOneLogicalTaskAcrossInterfaces(t *testing.T) {
 		if string(done.Result) != st.Result {
 			t.Fatalf("CR result %s, API task result %s", st.Result, done.Result)
 		}
-		if n := counter(t, ns, payload.Name); n != 1 {
+		if n := single.counter(t, ns, payload.Name); n != 1 {
 			t.Fatalf("the counter ran %d times", n)
 		}
 	})

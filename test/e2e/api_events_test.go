@@ -38,7 +38,7 @@ import (
 // submitted through the engine meanwhile (the API is down at times) and run
 // by the queue's worker.
 func TestAPIEventsAcrossRestarts(t *testing.T) {
-	ns := namespace(t, "api-events")
+	ns := single.namespace(t, "api-events")
 	apiQueue(t, ns, "q", func(s *dtqv1alpha1.QueueSpec) { s.Concurrency = 8 })
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -47,7 +47,7 @@ func TestAPIEventsAcrossRestarts(t *testing.T) {
 	defer stream.Close()
 	start := stream.LastEventID()
 
-	engine := broker.New(rdb)
+	engine := broker.New(single.rdb)
 	ref := broker.QueueRef{Namespace: ns, Name: "q"}
 	var ids []string
 	submit := func(round int) {
@@ -81,10 +81,10 @@ func TestAPIEventsAcrossRestarts(t *testing.T) {
 	}
 	submit(0)
 	read(10) // mid-stream, likely inside the batch's work
-	must(t, stack.RestartAPI(ctx, syscall.SIGTERM))
+	must(t, single.stack.RestartAPI(ctx, syscall.SIGTERM))
 	submit(1)
 	read(15)
-	must(t, stack.RestartAPI(ctx, syscall.SIGKILL))
+	must(t, single.stack.RestartAPI(ctx, syscall.SIGKILL))
 	submit(2)
 	read(len(ids) - len(finished))
 

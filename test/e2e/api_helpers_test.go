@@ -50,7 +50,7 @@ var (
 func adminToken(t *testing.T) string {
 	t.Helper()
 	adminOnce.Do(func() {
-		adminTok, adminError = stack.Token(context.Background(), devstack.AdminNamespace, devstack.AdminServiceAccount, time.Hour)
+		adminTok, adminError = single.stack.Token(context.Background(), devstack.AdminNamespace, devstack.AdminServiceAccount, time.Hour)
 	})
 	must(t, adminError)
 	return adminTok
@@ -62,13 +62,13 @@ func serviceAccount(t *testing.T, ns, name string, clusterRoles ...string) strin
 	t.Helper()
 	ctx := t.Context()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-	if err := stack.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := single.stack.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	for _, role := range clusterRoles {
 		bind(t, ns, name, role)
 	}
-	tok, err := stack.Token(ctx, ns, name, time.Hour)
+	tok, err := single.stack.Token(ctx, ns, name, time.Hour)
 	must(t, err)
 	return tok
 }
@@ -81,7 +81,7 @@ func bind(t *testing.T, ns, sa, role string) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
 	}
-	if err := stack.Client.Create(t.Context(), rb); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := single.stack.Client.Create(t.Context(), rb); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 }
@@ -133,7 +133,7 @@ func call(t *testing.T, token, method, path string, body any, header ...string) 
 		must(t, err)
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, stack.APIURL+path, rd)
+	req, err := http.NewRequestWithContext(t.Context(), method, single.stack.APIURL+path, rd)
 	must(t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -174,12 +174,12 @@ func apiQueue(t *testing.T, ns, name string, mutate func(*dtqv1alpha1.QueueSpec)
 	if mutate != nil {
 		mutate(&q.Spec)
 	}
-	must(t, stack.Client.Create(t.Context(), q))
+	must(t, single.stack.Client.Create(t.Context(), q))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = stack.Client.DeleteAllOf(ctx, &dtqv1alpha1.Task{}, client.InNamespace(ns))
-		_ = stack.Client.Delete(ctx, q)
+		_ = single.stack.Client.DeleteAllOf(ctx, &dtqv1alpha1.Task{}, client.InNamespace(ns))
+		_ = single.stack.Client.Delete(ctx, q)
 	})
 	tok := adminToken(t)
 	must(t, poll(t.Context(), 30*time.Second, func() error {
@@ -194,7 +194,7 @@ func apiQueue(t *testing.T, ns, name string, mutate func(*dtqv1alpha1.QueueSpec)
 // every response.
 func apiClient(t *testing.T, token string) *dtqclient.Client {
 	t.Helper()
-	c, err := dtqclient.New(stack.APIURL, dtqclient.WithToken(token), dtqclient.WithHTTPClient(&http.Client{Transport: apitest.Transport(t, nil)}))
+	c, err := dtqclient.New(single.stack.APIURL, dtqclient.WithToken(token), dtqclient.WithHTTPClient(&http.Client{Transport: apitest.Transport(t, nil)}))
 	must(t, err)
 	return c
 }

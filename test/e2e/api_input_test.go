@@ -37,7 +37,7 @@ import (
 // byte for byte what it was before. The queue runs no worker (scaled to
 // zero with nothing to do) so nothing else writes to it meanwhile.
 func TestAPIBadInput(t *testing.T) {
-	ns := namespace(t, "api-bad-input")
+	ns := single.namespace(t, "api-bad-input")
 	apiQueue(t, ns, "q", func(s *dtqv1alpha1.QueueSpec) { s.Scaling.MinReplicas = ptr.To[int32](0) })
 	tok := adminToken(t)
 	path := queuePath(ns, "q") + "/tasks"
@@ -92,9 +92,9 @@ func queueKeys(t *testing.T, ns, name string) map[string]string {
 	t.Helper()
 	ctx := t.Context()
 	out := map[string]string{}
-	iter := rdb.Scan(ctx, 0, broker.KeyPrefix(broker.QueueRef{Namespace: ns, Name: name})+"*", 1000).Iterator()
+	iter := single.rdb.Scan(ctx, 0, broker.KeyPrefix(broker.QueueRef{Namespace: ns, Name: name})+"*", 1000).Iterator()
 	for iter.Next(ctx) {
-		v, err := rdb.Dump(ctx, iter.Val()).Result()
+		v, err := single.rdb.Dump(ctx, iter.Val()).Result()
 		must(t, err)
 		out[iter.Val()] = v
 	}
@@ -108,7 +108,7 @@ func queueKeys(t *testing.T, ns, name string) map[string]string {
 // 200 concurrent submissions of one key: exactly one creates the task (202),
 // every other gets 409 naming it or a 200 replay of it.
 func TestAPIConcurrentSubmitsOfOneKey(t *testing.T) {
-	ns := namespace(t, "api-concurrent")
+	ns := single.namespace(t, "api-concurrent")
 	apiQueue(t, ns, "q", nil)
 	tok := adminToken(t)
 	path := queuePath(ns, "q") + "/tasks"

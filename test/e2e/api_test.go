@@ -34,7 +34,7 @@ import (
 // RBAC). Queue "q" has a worker running the demo handlers; queue "held" is
 // paused, holds at most 3 tasks of at most 64 bytes of payload.
 func TestAPIEndpoints(t *testing.T) {
-	ns := namespace(t, "api-endpoints")
+	ns := single.namespace(t, "api-endpoints")
 	apiQueue(t, ns, "q", nil)
 	apiQueue(t, ns, "held", func(s *dtqv1alpha1.QueueSpec) { s.Paused = true; s.MaxDepth = 3; s.MaxPayloadBytes = 64 })
 	tok := adminToken(t)
@@ -210,7 +210,7 @@ func TestAPIEndpoints(t *testing.T) {
 		expect(t, "metrics without a token", call(t, "", "GET", "/metrics", nil), http.StatusUnauthorized, dtqclient.CodeUnauthorized)
 		expect(t, "no such path", call(t, tok, "GET", "/api/v2/nothing", nil), http.StatusNotFound, dtqclient.CodeNotFound)
 		expect(t, "wrong method", call(t, tok, "DELETE", q+"/tasks", nil), http.StatusMethodNotAllowed, dtqclient.CodeMethodNotAllowed)
-		must(t, stack.WithRedisStopped(t.Context(), func() error {
+		must(t, single.stack.WithRedisStopped(t.Context(), func() error {
 			expect(t, "readyz without Redis", call(t, "", "GET", "/readyz", nil), http.StatusServiceUnavailable, dtqclient.CodeRedisUnavailable)
 			expect(t, "healthz without Redis", call(t, "", "GET", "/healthz", nil), http.StatusOK, "")
 			expect(t, "submit without Redis", call(t, tok, "POST", q+"/tasks", `{"task_type":"echo"}`), http.StatusServiceUnavailable, dtqclient.CodeRedisUnavailable)
@@ -228,7 +228,7 @@ func TestAPIEndpoints(t *testing.T) {
 func queueSpecPaused(t *testing.T, ns, name string, want bool) {
 	t.Helper()
 	var q dtqv1alpha1.Queue
-	must(t, stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &q))
+	must(t, single.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &q))
 	if q.Spec.Paused != want {
 		t.Fatalf("Queue %s/%s spec.paused = %t, want %t", ns, name, q.Spec.Paused, want)
 	}

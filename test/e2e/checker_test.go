@@ -42,14 +42,14 @@ const recordWrite = `redis.call("SET", rk, record(id, "processing", nowtxt), "NX
 // for this test only (go build -overlay swaps the one file).
 func TestCheckerSeesBrokenBuild(t *testing.T) {
 	bin := buildBroken(t, "internal/broker/scripts.go", recordWrite, "-- record write removed: a deliberately broken build")
-	must(t, stack.ReplaceManager(t.Context(), bin))
+	must(t, single.stack.ReplaceManager(t.Context(), bin))
 	t.Cleanup(func() {
-		if err := stack.ReplaceManager(context.Background(), managerBin); err != nil {
+		if err := single.stack.ReplaceManager(context.Background(), managerBin); err != nil {
 			t.Errorf("restore the manager: %v", err)
 		}
 	})
 
-	ns := namespace(t, "e2e-broken")
+	ns := single.namespace(t, "e2e-broken")
 	chaosQueue(t, ns)
 	var originals, twins []*dtqv1alpha1.Task
 	for i := range 20 {
@@ -58,10 +58,10 @@ func TestCheckerSeesBrokenBuild(t *testing.T) {
 		twins = append(twins, chaosTask(ns, "broken", key+"-twin", key, 0.02))
 	}
 	// Each twin comes after its original finished: a replay, on a sound build.
-	createAll(t, originals)
-	waitTerminal(t, ns, "broken", len(originals), 3*time.Minute)
-	createAll(t, twins)
-	got := waitTerminal(t, ns, "broken", len(originals)+len(twins), 3*time.Minute)
+	single.createAll(t, originals)
+	single.waitTerminal(t, ns, "broken", len(originals), 3*time.Minute)
+	single.createAll(t, twins)
+	got := single.waitTerminal(t, ns, "broken", len(originals)+len(twins), 3*time.Minute)
 	r := check(t, got)
 	t.Logf("broken build (no idempotency record): %s\n%s", r, r.Details(5))
 	if r.Duplicated != len(twins) || r.Accepted != len(originals) {

@@ -62,7 +62,7 @@ type faultClass struct {
 }
 
 func TestFaults(t *testing.T) {
-	ns := namespace(t, "e2e-faults")
+	ns := single.namespace(t, "e2e-faults")
 	chaosQueue(t, ns)
 	restart := func(f func(context.Context, syscall.Signal) error, sig syscall.Signal) func(*testing.T, string) {
 		return func(t *testing.T, _ string) { must(t, f(t.Context(), sig)) }
@@ -70,9 +70,9 @@ func TestFaults(t *testing.T) {
 	classes := []faultClass{
 		{name: "WorkerSIGKILL", inject: killWorkers, slow: 2, redelivers: true},
 		{name: "WorkerSIGSTOP", inject: pauseWorker, slow: 2, redelivers: true},
-		{name: "ManagerSIGKILL", inject: restart(stack.RestartManager, syscall.SIGKILL)},
-		{name: "ManagerRestart", inject: restart(stack.RestartManager, syscall.SIGTERM)},
-		{name: "RedisSIGKILL", inject: restart(stack.RestartRedis, syscall.SIGKILL)},
+		{name: "ManagerSIGKILL", inject: restart(single.stack.RestartManager, syscall.SIGKILL)},
+		{name: "ManagerRestart", inject: restart(single.stack.RestartManager, syscall.SIGTERM)},
+		{name: "RedisSIGKILL", inject: restart(single.stack.RestartRedis, syscall.SIGKILL)},
 		// Between the manager and Redis, and the workers and Redis.
 		{name: "NetworkLatency", inject: toxic(5*time.Second, `{"name":"lag","type":"latency","attributes":{"latency":80,"jitter":40}}`)},
 		{name: "NetworkResets", inject: toxic(3*time.Second, `{"name":"rst","type":"reset_peer","attributes":{"timeout":300}}`)},
@@ -92,7 +92,7 @@ func TestFaults(t *testing.T) {
 // chaosQueue creates Queue <ns>/q whose workers register the chaos handler.
 func chaosQueue(t *testing.T, ns string) {
 	t.Helper()
-	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+	single.queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
 		s.Concurrency = 8
 		s.VisibilityTimeout = dur(chaosVisibility)
 		s.HeartbeatInterval = dur(500 * time.Millisecond)
@@ -151,12 +151,12 @@ func runFault(t *testing.T, ns string, fc faultClass) chaoscheck.Report {
 	tasks := chaosTasks(ns, scenario, faultTasks, fc.slow)
 	t.Cleanup(func() {
 		// Finished Tasks go (their Redis records stay): etcd holds one class at a time.
-		_ = stack.Client.DeleteAllOf(context.Background(), &dtqv1alpha1.Task{}, client.InNamespace(ns),
+		_ = single.stack.Client.DeleteAllOf(context.Background(), &dtqv1alpha1.Task{}, client.InNamespace(ns),
 			client.MatchingLabels{scenarioLabel: scenario})
 	})
 	start := time.Now()
 	created := make(chan error, 1)
-	go func() { created <- create(tasks) }()
+	go func() { created <- single.create(tasks) }()
 	must(t, poll(t.Context(), 3*time.Minute, func() error {
 		if n := succeeded(t, ns, scenario); n < faultTasks/4 {
 			return fmt.Errorf("%d succeeded, waiting for %d", n, faultTasks/4)
@@ -167,7 +167,7 @@ func runFault(t *testing.T, ns string, fc faultClass) chaoscheck.Report {
 	fc.inject(t, ns)
 	t.Logf("%s: fault over at %v (%d succeeded)", fc.name, time.Since(start).Round(time.Millisecond), succeeded(t, ns, scenario))
 	must(t, <-created)
-	got := waitTerminal(t, ns, scenario, len(tasks), 5*time.Minute)
+	got := single.waitTerminal(t, ns, scenario, len(tasks), 5*time.Minute)
 	r := check(t, got)
 	t.Logf("%s: %s; %d Tasks terminal %v after the first create", fc.name, r, len(tasks), time.Since(start).Round(time.Millisecond))
 	if !r.OK() || r.Accepted != faultTasks {
@@ -204,7 +204,7 @@ func check(t *testing.T, tasks map[string]*dtqv1alpha1.Task) chaoscheck.Report {
 		lt.Attempt = max(lt.Attempt, int(st.Attempt))
 	}
 	cmds := make([]*redis.StringCmd, len(keys))
-	_, err := rdb.Pipelined(t.Context(), func(p redis.Pipeliner) error {
+	_, err := single.rdb.Pipelined(t.Context(), func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			cmds[i] = p.Get(t.Context(), demo.ChaosEffectKey(ns, k))
 		}
@@ -225,7 +225,7 @@ func check(t *testing.T, tasks map[string]*dtqv1alpha1.Task) chaoscheck.Report {
 }
 
 func succeeded(t *testing.T, ns, scenario string) int {
-	got, err := listTasks(t.Context(), ns, scenario)
+	got, err := single.listTasks(t.Context(), ns, scenario)
 	if err != nil {
 		return 0
 	}
@@ -243,7 +243,7 @@ func succeeded(t *testing.T, ns, scenario string) int {
 func killWorkers(t *testing.T, ns string) {
 	for range 2 {
 		p, active := busyWorker(t, ns)
-		must(t, stack.SignalPod(ns, p, syscall.SIGKILL))
+		must(t, single.stack.SignalPod(ns, p, syscall.SIGKILL))
 		t.Logf("SIGKILLed worker %s with %d tasks in flight", p, active)
 		time.Sleep(time.Second)
 	}
@@ -254,20 +254,20 @@ func killWorkers(t *testing.T, ns string) {
 // zombie that must neither complete nor keep what it lost.
 func pauseWorker(t *testing.T, ns string) {
 	p, active := busyWorker(t, ns)
-	must(t, stack.SignalPod(ns, p, syscall.SIGSTOP))
+	must(t, single.stack.SignalPod(ns, p, syscall.SIGSTOP))
 	t.Logf("SIGSTOPped worker %s with %d tasks in flight, for %v", p, active, 2*chaosVisibility)
 	time.Sleep(2 * chaosVisibility)
-	must(t, stack.SignalPod(ns, p, syscall.SIGCONT))
+	must(t, single.stack.SignalPod(ns, p, syscall.SIGCONT))
 }
 
 // busyWorker waits for a running worker process of the Queue with tasks in
 // flight (by its last heartbeat) and returns it: the busiest one.
 func busyWorker(t *testing.T, ns string) (name string, active int) {
 	t.Helper()
-	b := broker.New(rdb)
+	b := broker.New(single.rdb)
 	must(t, poll(t.Context(), time.Minute, func() error {
 		running := map[string]bool{}
-		for _, p := range stack.Pods() {
+		for _, p := range single.stack.Pods() {
 			if p.Namespace == ns && p.PID != 0 && p.Ready && !p.Terminating {
 				running[p.Name] = true
 			}
@@ -311,7 +311,7 @@ func toxic(d time.Duration, spec string) func(*testing.T, string) {
 // readyWorkers counts the ready worker processes of Queue <ns>/q.
 func readyWorkers(ns string) int {
 	n := 0
-	for _, p := range stack.Pods() {
+	for _, p := range single.stack.Pods() {
 		if p.Namespace == ns && p.Deployment == "q-workers" && p.Ready && !p.Terminating {
 			n++
 		}

@@ -7,36 +7,87 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/devstack"
 )
 
-// The feature scenarios run in parallel, each on its own namespace and
-// Queue; the burst and restart scenarios (scale_test.go) run alone.
+// scenario is a feature scenario: its subtest name, the namespace of its
+// Queue "q", and the test.
+type scenario struct {
+	name, ns string
+	run      func(t *testing.T, e *env, ns string)
+}
+
+// The core scenarios, each on a namespace and Queue of its own. On the
+// cluster, their Queues' hash tags ({ns/q}) fall on all three masters.
+var scenarios = []scenario{
+	{"EchoHundred", "e2e-echo", testEchoHundred},
+	{"RetryAndDeadLetter", "e2e-deadletter", testRetryAndDeadLetter},
+	{"DuplicateKey", "e2e-dup", testDuplicateKey},
+	{"GitOpsReapply", "e2e-gitops", testGitOpsReapply},
+	{"WorkerKilledMidTask", "e2e-crash", testWorkerKilledMidTask},
+}
+
+// The feature scenarios run in parallel, on the single-node stack and on the
+// cluster stack at once; the burst and restart scenarios (scale_test.go) run
+// alone, on the single-node e.stack.
 func TestFeatures(t *testing.T) {
-	t.Run("EchoHundred", testEchoHundred)
-	t.Run("RetryAndDeadLetter", testRetryAndDeadLetter)
-	t.Run("DuplicateKey", testDuplicateKey)
-	t.Run("GitOpsReapply", testGitOpsReapply)
-	t.Run("WorkerKilledMidTask", testWorkerKilledMidTask)
+	checkSpread(t, cluster)
+	for _, e := range []*env{single, cluster} {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			for _, sc := range scenarios {
+				t.Run(sc.name, func(t *testing.T) {
+					t.Parallel()
+					sc.run(t, e, e.namespace(t, sc.ns))
+				})
+			}
+		})
+	}
+}
+
+// checkSpread fails unless the scenarios' Queues hash to slots on every
+// master of e's cluster.
+func checkSpread(t *testing.T, e *env) {
+	t.Helper()
+	cc, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("the %s stack's client is a %T, not a cluster client", e.name, e.rdb)
+	}
+	slots, err := cc.ClusterSlots(t.Context()).Result()
+	must(t, err)
+	masters := map[string][]string{}
+	for _, sc := range scenarios {
+		slot, err := cc.ClusterKeySlot(t.Context(), broker.KeyPrefix(broker.QueueRef{Namespace: sc.ns, Name: "q"})).Result()
+		must(t, err)
+		for _, r := range slots {
+			if int64(r.Start) <= slot && slot <= int64(r.End) {
+				masters[r.Nodes[0].Addr] = append(masters[r.Nodes[0].Addr], fmt.Sprintf("%s (slot %d)", sc.ns, slot))
+			}
+		}
+	}
+	if len(masters) != len(slots) {
+		t.Fatalf("the scenarios' Queues are on %d of %d masters: %v; rename a namespace", len(masters), len(slots), masters)
+	}
+	t.Logf("Queues per master on the cluster: %v", masters)
 }
 
 // 100 echo Tasks all succeed, each with a completed idempotency record.
-func testEchoHundred(t *testing.T) {
-	t.Parallel()
-	ns := namespace(t, "e2e-echo")
-	queue(t, ns, nil)
+func testEchoHundred(t *testing.T, e *env, ns string) {
+	e.queue(t, ns, nil)
 	var tasks []*dtqv1alpha1.Task
 	for i := range 100 {
 		tasks = append(tasks, newTask(fmt.Sprintf("echo-%03d", i), ns, "echo", "echo", map[string]int{"i": i}).
 			Key(fmt.Sprintf("echo-%03d", i)).Obj())
 	}
 	start := time.Now()
-	createAll(t, tasks)
-	got := waitTerminal(t, ns, "echo", 100, 3*time.Minute)
+	e.createAll(t, tasks)
+	got := e.waitTerminal(t, ns, "echo", 100, 3*time.Minute)
 	t.Logf("100 echo tasks terminal %v after the first create", time.Since(start).Round(time.Millisecond))
 	for i := range 100 {
 		task := got[fmt.Sprintf("echo-%03d", i)]
@@ -54,18 +105,16 @@ func testEchoHundred(t *testing.T) {
 
 // flaky (failTimes 2) succeeds on attempt 3; fail, a permanent error, is
 // dead-lettered at once without retries.
-func testRetryAndDeadLetter(t *testing.T) {
-	t.Parallel()
-	ns := namespace(t, "e2e-retry")
-	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+func testRetryAndDeadLetter(t *testing.T, e *env, ns string) {
+	e.queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
 		s.Retry.BaseDelay = dur(200 * time.Millisecond)
 		s.Retry.MaxDelay = dur(time.Second)
 	})
-	createAll(t, []*dtqv1alpha1.Task{
+	e.createAll(t, []*dtqv1alpha1.Task{
 		newTask("flaky", ns, "retry", "flaky", map[string]int{"failTimes": 2}).MaxAttempts(5).Obj(),
 		newTask("fail", ns, "retry", "fail", nil).MaxAttempts(3).Obj(),
 	})
-	got := waitTerminal(t, ns, "retry", 2, 2*time.Minute)
+	got := e.waitTerminal(t, ns, "retry", 2, 2*time.Minute)
 	if f := got["flaky"]; f.Status.State != dtqv1alpha1.TaskSucceeded || f.Status.Attempt != 3 {
 		t.Errorf("flaky: want Succeeded on attempt 3: %s", describe(f))
 	}
@@ -77,17 +126,15 @@ func testRetryAndDeadLetter(t *testing.T) {
 
 // Two Tasks with one key: the counter runs once; the second Task is marked a
 // duplicate of the first and mirrors its outcome.
-func testDuplicateKey(t *testing.T) {
-	t.Parallel()
-	ns := namespace(t, "e2e-dup")
-	queue(t, ns, nil)
+func testDuplicateKey(t *testing.T, e *env, ns string) {
+	e.queue(t, ns, nil)
 	payload := map[string]any{"name": "e2e-dup-order-7", "holdSeconds": 1}
-	createAll(t, []*dtqv1alpha1.Task{newTask("order-7", ns, "dup", "counter", payload).Key("order-7").Obj()})
+	e.createAll(t, []*dtqv1alpha1.Task{newTask("order-7", ns, "dup", "counter", payload).Key("order-7").Obj()})
 	// The second Task comes once the first owns the key: created together, either
 	// could be reconciled first (both may wait for the new Queue), and then the
 	// other one is the duplicate.
 	must(t, poll(t.Context(), time.Minute, func() error {
-		got, err := listTasks(t.Context(), ns, "dup")
+		got, err := e.listTasks(t.Context(), ns, "dup")
 		if err != nil {
 			return err
 		}
@@ -96,8 +143,8 @@ func testDuplicateKey(t *testing.T) {
 		}
 		return nil
 	}))
-	createAll(t, []*dtqv1alpha1.Task{newTask("order-7-again", ns, "dup", "counter", payload).Key("order-7").Obj()})
-	got := waitTerminal(t, ns, "dup", 2, 2*time.Minute)
+	e.createAll(t, []*dtqv1alpha1.Task{newTask("order-7-again", ns, "dup", "counter", payload).Key("order-7").Obj()})
+	got := e.waitTerminal(t, ns, "dup", 2, 2*time.Minute)
 	first, second := got["order-7"], got["order-7-again"]
 	if first.Status.State != dtqv1alpha1.TaskSucceeded || first.Status.Idempotency == nil || first.Status.Idempotency.Duplicate {
 		t.Errorf("first: want Succeeded, not a duplicate: %s", describe(first))
@@ -109,7 +156,7 @@ func testDuplicateKey(t *testing.T) {
 	if !strings.Contains(first.Status.Result, `"value":1`) {
 		t.Errorf("first: result %q, want value 1", first.Status.Result)
 	}
-	if n := counter(t, ns, "e2e-dup-order-7"); n != 1 {
+	if n := e.counter(t, ns, "e2e-dup-order-7"); n != 1 {
 		t.Errorf("counter = %d, want 1 (one execution)", n)
 	}
 }
@@ -138,32 +185,30 @@ spec: {queue: q, type: flaky, idempotencyKey: report-2026-11, maxAttempts: 3, pa
 
 // GitOps re-apply: delete every Task and apply the same manifests again:
 // the new Tasks replay the first run's outcome and nothing runs again.
-func testGitOpsReapply(t *testing.T) {
-	t.Parallel()
-	ns := namespace(t, "e2e-gitops")
-	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) { s.Retry.BaseDelay = dur(200 * time.Millisecond) })
+func testGitOpsReapply(t *testing.T, e *env, ns string) {
+	e.queue(t, ns, func(s *dtqv1alpha1.QueueSpec) { s.Retry.BaseDelay = dur(200 * time.Millisecond) })
 	objs, err := devstack.DecodeManifests([]byte(gitopsManifests))
 	must(t, err)
-	apply := func() { must(t, devstack.Apply(t.Context(), stack.Client, objs)) }
+	apply := func() { must(t, devstack.Apply(t.Context(), e.stack.Client, objs)) }
 	apply()
-	first := waitTerminal(t, ns, "gitops", len(objs), 2*time.Minute)
+	first := e.waitTerminal(t, ns, "gitops", len(objs), 2*time.Minute)
 	for _, task := range first {
 		if task.Status.State != dtqv1alpha1.TaskSucceeded {
 			t.Fatalf("first run: want Succeeded: %s", describe(task))
 		}
 	}
 
-	must(t, stack.Client.DeleteAllOf(t.Context(), &dtqv1alpha1.Task{}, client.InNamespace(ns),
+	must(t, e.stack.Client.DeleteAllOf(t.Context(), &dtqv1alpha1.Task{}, client.InNamespace(ns),
 		client.MatchingLabels{scenarioLabel: "gitops"}))
 	must(t, poll(t.Context(), time.Minute, func() error {
-		left, err := listTasks(t.Context(), ns, "gitops")
+		left, err := e.listTasks(t.Context(), ns, "gitops")
 		if err == nil && len(left) > 0 {
 			err = fmt.Errorf("%d tasks left after delete", len(left))
 		}
 		return err
 	}))
 	apply()
-	second := waitTerminal(t, ns, "gitops", len(objs), 2*time.Minute)
+	second := e.waitTerminal(t, ns, "gitops", len(objs), 2*time.Minute)
 	for name, task := range second {
 		orig := first[name]
 		s := task.Status
@@ -174,7 +219,7 @@ func testGitOpsReapply(t *testing.T) {
 		}
 	}
 	for i := 1; i <= 3; i++ {
-		if n := counter(t, ns, fmt.Sprintf("e2e-gitops-invoice-%d", i)); n != 1 {
+		if n := e.counter(t, ns, fmt.Sprintf("e2e-gitops-invoice-%d", i)); n != 1 {
 			t.Errorf("counter invoice-%d = %d, want 1", i, n)
 		}
 	}
@@ -182,10 +227,8 @@ func testGitOpsReapply(t *testing.T) {
 
 // SIGKILL of the worker process running a task: the stand-in restarts it, the
 // task is reclaimed after the visibility timeout and succeeds on attempt 2.
-func testWorkerKilledMidTask(t *testing.T) {
-	t.Parallel()
-	ns := namespace(t, "e2e-crash")
-	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+func testWorkerKilledMidTask(t *testing.T, e *env, ns string) {
+	e.queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
 		s.VisibilityTimeout = dur(2 * time.Second)
 		s.HeartbeatInterval = dur(500 * time.Millisecond)
 		s.Scaling.MinReplicas = ptr.To[int32](1)
@@ -193,18 +236,18 @@ func testWorkerKilledMidTask(t *testing.T) {
 	})
 	// Wait for the worker first, so the task starts at once.
 	must(t, poll(t.Context(), time.Minute, func() error {
-		for _, p := range stack.Pods() {
+		for _, p := range e.stack.Pods() {
 			if p.Namespace == ns && p.Ready {
 				return nil
 			}
 		}
-		return fmt.Errorf("no ready worker in %s: %+v", ns, stack.Pods())
+		return fmt.Errorf("no ready worker in %s: %+v", ns, e.stack.Pods())
 	}))
-	createAll(t, []*dtqv1alpha1.Task{newTask("slow", ns, "crash", "sleep", map[string]int{"seconds": 6}).MaxAttempts(3).Obj()})
+	e.createAll(t, []*dtqv1alpha1.Task{newTask("slow", ns, "crash", "sleep", map[string]int{"seconds": 6}).MaxAttempts(3).Obj()})
 
 	var running dtqv1alpha1.Task
 	must(t, poll(t.Context(), time.Minute, func() error {
-		if err := stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "slow"}, &running); err != nil {
+		if err := e.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "slow"}, &running); err != nil {
 			return err
 		}
 		if running.Status.State != dtqv1alpha1.TaskRunning || running.Status.WorkerID == "" {
@@ -213,14 +256,14 @@ func testWorkerKilledMidTask(t *testing.T) {
 		return nil
 	}))
 	// The worker ID is the pod name (POD_NAME).
-	must(t, stack.SignalPod(ns, running.Status.WorkerID, syscall.SIGKILL))
+	must(t, e.stack.SignalPod(ns, running.Status.WorkerID, syscall.SIGKILL))
 	t.Logf("SIGKILLed worker %s running task %s (attempt %d)", running.Status.WorkerID, running.Status.TaskID, running.Status.Attempt)
 
-	got := waitTerminal(t, ns, "crash", 1, 2*time.Minute)["slow"]
+	got := e.waitTerminal(t, ns, "crash", 1, 2*time.Minute)["slow"]
 	if got.Status.State != dtqv1alpha1.TaskSucceeded || got.Status.Attempt != 2 {
 		t.Errorf("want Succeeded on attempt 2 after the crash: %s", describe(got))
 	}
-	for _, p := range stack.Pods() {
+	for _, p := range e.stack.Pods() {
 		if p.Namespace == ns && p.Name == running.Status.WorkerID && p.Restarts < 1 {
 			t.Errorf("pod %s: %d restarts, want the killed process restarted", p.Name, p.Restarts)
 		}

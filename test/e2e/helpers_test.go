@@ -27,10 +27,10 @@ const scenarioLabel = "e2e.dtq.dev/scenario"
 
 // namespace creates a namespace for one scenario. Namespaces are never deleted:
 // envtest runs no namespace controller to finish the deletion.
-func namespace(t *testing.T, name string) string {
+func (e *env) namespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := stack.Client.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := e.stack.Client.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	return name
@@ -40,17 +40,17 @@ func namespace(t *testing.T, name string) string {
 // Deployment (envtest runs no garbage collector for owner references). The
 // Queue's finalizer must have removed its Redis keys by then; only its
 // still-running workers' heartbeat records (which expire) may come back.
-func queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)) *dtqv1alpha1.Queue {
+func (e *env) queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)) *dtqv1alpha1.Queue {
 	t.Helper()
 	q := &dtqv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: ns}}
 	if mutate != nil {
 		mutate(&q.Spec)
 	}
-	must(t, stack.Client.Create(t.Context(), q))
+	must(t, e.stack.Client.Create(t.Context(), q))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		c := stack.Client
+		c := e.stack.Client
 		_ = c.DeleteAllOf(ctx, &dtqv1alpha1.Task{}, client.InNamespace(ns))
 		_ = c.Delete(ctx, q)
 		_ = poll(ctx, time.Minute, func() error {
@@ -62,13 +62,36 @@ func queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)) *dtqv1a
 		})
 		_ = c.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: q.Name + "-workers", Namespace: ns}})
 		prefix := broker.KeyPrefix(broker.QueueRef{Namespace: ns, Name: q.Name})
-		for _, k := range rdb.Keys(ctx, prefix+"*").Val() {
+		keys, err := e.keys(ctx, prefix+"*")
+		if err != nil {
+			t.Errorf("list the keys of %s/%s: %v", ns, q.Name, err)
+		}
+		for _, k := range keys {
 			if rest := strings.TrimPrefix(k, prefix); rest != "workers" && !strings.HasPrefix(rest, "worker:") {
 				t.Errorf("key %s left after the Queue was deleted", k)
 			}
 		}
 	})
 	return q
+}
+
+// keys lists the keys matching pattern on every master of e's Redis (KEYS
+// on a cluster client asks one node only).
+func (e *env) keys(ctx context.Context, pattern string) ([]string, error) {
+	cc, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		return e.rdb.Keys(ctx, pattern).Result()
+	}
+	var mu sync.Mutex
+	var out []string
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		ks, err := c.Keys(ctx, pattern).Result()
+		mu.Lock()
+		out = append(out, ks...)
+		mu.Unlock()
+		return err
+	})
+	return out, err
 }
 
 func dur(d time.Duration) dtqv1alpha1.Duration { return dtqv1alpha1.NewDuration(d) }
@@ -81,19 +104,19 @@ func newTask(name, ns, scenario, typ string, payload any) *testutil.TaskWrapper 
 }
 
 // createAll creates tasks with a few concurrent clients.
-func createAll(t *testing.T, tasks []*dtqv1alpha1.Task) {
+func (e *env) createAll(t *testing.T, tasks []*dtqv1alpha1.Task) {
 	t.Helper()
-	must(t, create(tasks))
+	must(t, e.create(tasks))
 }
 
-func create(tasks []*dtqv1alpha1.Task) error {
+func (e *env) create(tasks []*dtqv1alpha1.Task) error {
 	ch := make(chan *dtqv1alpha1.Task)
 	errs := make(chan error, len(tasks))
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for task := range ch {
-				if err := stack.Client.Create(context.Background(), task); err != nil {
+				if err := e.stack.Client.Create(context.Background(), task); err != nil {
 					errs <- fmt.Errorf("create task %s: %w", task.Name, err)
 				}
 			}
@@ -109,9 +132,9 @@ func create(tasks []*dtqv1alpha1.Task) error {
 }
 
 // listTasks lists a scenario's Tasks by name.
-func listTasks(ctx context.Context, ns, scenario string) (map[string]*dtqv1alpha1.Task, error) {
+func (e *env) listTasks(ctx context.Context, ns, scenario string) (map[string]*dtqv1alpha1.Task, error) {
 	var list dtqv1alpha1.TaskList
-	if err := stack.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{scenarioLabel: scenario}); err != nil {
+	if err := e.stack.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{scenarioLabel: scenario}); err != nil {
 		return nil, err
 	}
 	out := make(map[string]*dtqv1alpha1.Task, len(list.Items))
@@ -123,12 +146,12 @@ func listTasks(ctx context.Context, ns, scenario string) (map[string]*dtqv1alpha
 
 // waitTerminal waits until n Tasks of the scenario exist and are terminal,
 // and returns them.
-func waitTerminal(t *testing.T, ns, scenario string, n int, timeout time.Duration) map[string]*dtqv1alpha1.Task {
+func (e *env) waitTerminal(t *testing.T, ns, scenario string, n int, timeout time.Duration) map[string]*dtqv1alpha1.Task {
 	t.Helper()
 	var got map[string]*dtqv1alpha1.Task
 	err := poll(t.Context(), timeout, func() error {
 		var err error
-		if got, err = listTasks(t.Context(), ns, scenario); err != nil {
+		if got, err = e.listTasks(t.Context(), ns, scenario); err != nil {
 			return err
 		}
 		done := 0
@@ -168,9 +191,9 @@ func poll(ctx context.Context, timeout time.Duration, f func() error) error {
 }
 
 // counter reads the counter handler's counter name of namespace ns (0 when it never ran).
-func counter(t *testing.T, ns, name string) int64 {
+func (e *env) counter(t *testing.T, ns, name string) int64 {
 	t.Helper()
-	v, err := rdb.Get(t.Context(), demo.CounterKey(ns, name)).Int64()
+	v, err := e.rdb.Get(t.Context(), demo.CounterKey(ns, name)).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
 	}
@@ -178,9 +201,9 @@ func counter(t *testing.T, ns, name string) int64 {
 }
 
 // workerPods counts the running worker processes of Queue <ns>/q.
-func workerPods(ns string) int {
+func (e *env) workerPods(ns string) int {
 	n := 0
-	for _, p := range stack.Pods() {
+	for _, p := range e.stack.Pods() {
 		if p.Namespace == ns && p.Deployment == "q-workers" && !p.Terminating {
 			n++
 		}

@@ -23,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,6 +31,7 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
 // The dev stack runs the manager with per-namespace Redis users: namespace
@@ -39,14 +39,15 @@ import (
 // the operator put in A's Secret, run A's tasks, and that credential gets
 // NOPERM on namespace B's keys and on FLUSHALL.
 func TestTenantIsolation(t *testing.T) {
-	nsA, nsB := namespace(t, "e2e-tenant-a"), namespace(t, "e2e-tenant-b")
-	qa := queue(t, nsA, nil)
-	queue(t, nsB, nil)
+	e := single
+	nsA, nsB := e.namespace(t, "e2e-tenant-a"), e.namespace(t, "e2e-tenant-b")
+	qa := e.queue(t, nsA, nil)
+	e.queue(t, nsB, nil)
 	ctx := t.Context()
 
 	must(t, poll(ctx, time.Minute, func() error {
 		q := &dtqv1alpha1.Queue{}
-		if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(qa), q); err != nil {
+		if err := e.stack.Client.Get(ctx, client.ObjectKeyFromObject(qa), q); err != nil {
 			return err
 		}
 		if !meta.IsStatusConditionTrue(q.Status.Conditions, dtqv1alpha1.QueueRedisIsolated) {
@@ -55,28 +56,29 @@ func TestTenantIsolation(t *testing.T) {
 		return nil
 	}))
 	sec := &corev1.Secret{}
-	must(t, stack.Client.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "dtq-redis-user"}, sec))
+	must(t, e.stack.Client.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "dtq-redis-user"}, sec))
 	user, password := string(sec.Data[corev1.BasicAuthUsernameKey]), string(sec.Data[corev1.BasicAuthPasswordKey])
 	dep := &appsv1.Deployment{}
-	must(t, stack.Client.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "q-workers"}, dep))
+	must(t, e.stack.Client.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "q-workers"}, dep))
 	if spec, _ := json.Marshal(dep.Spec); password == "" || strings.Contains(string(spec), password) {
 		t.Fatalf("the worker Deployment spec holds the Redis password (or the Secret has none)")
 	}
 
-	createAll(t, []*dtqv1alpha1.Task{
+	e.createAll(t, []*dtqv1alpha1.Task{
 		newTask("count", nsA, "tenant", demo.Counter, map[string]string{"name": "e2e-tenant"}).Key("tenant-1").Obj(),
 		newTask("echo", nsA, "tenant", demo.Echo, map[string]int{"n": 1}).Obj(),
 	})
-	for name, task := range waitTerminal(t, nsA, "tenant", 2, 2*time.Minute) {
+	for name, task := range e.waitTerminal(t, nsA, "tenant", 2, 2*time.Minute) {
 		if task.Status.State != dtqv1alpha1.TaskSucceeded {
 			t.Errorf("%s: %s", name, describe(task))
 		}
 	}
-	if n := counter(t, nsA, "e2e-tenant"); n != 1 {
+	if n := e.counter(t, nsA, "e2e-tenant"); n != 1 {
 		t.Errorf("counter = %d, want 1", n)
 	}
 
-	asA := redis.NewClient(&redis.Options{Addr: stack.RedisAddr(), Username: user, Password: password})
+	asA, err := redisconn.Config{URL: e.stack.RedisURL(), Username: user, Password: password}.Client()
+	must(t, err)
 	defer asA.Close()
 	must(t, asA.Ping(ctx).Err())
 	bConfig := broker.KeyPrefix(broker.QueueRef{Namespace: nsB, Name: "q"}) + "config"
@@ -85,7 +87,7 @@ func TestTenantIsolation(t *testing.T) {
 			t.Errorf("%v as %s: %v, want NOPERM", cmd, user, err)
 		}
 	}
-	if n, err := rdb.Exists(ctx, bConfig).Result(); err != nil || n != 1 {
+	if n, err := e.rdb.Exists(ctx, bConfig).Result(); err != nil || n != 1 {
 		t.Errorf("namespace B's queue config: exists=%d %v", n, err)
 	}
 }

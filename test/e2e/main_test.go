@@ -7,6 +7,10 @@
 // would, and read Redis only to count handler side effects and to check what
 // the API wrote. They build the binaries themselves and fail
 // (never skip) when a prerequisite is missing: run them with `make test`.
+//
+// Two stacks run side by side: one on a single redis-server, where every test
+// runs, and one on a three-master Redis Cluster, where the feature scenarios
+// (TestFeatures) run too, on Queues spread over all three masters.
 package e2e
 
 import (
@@ -16,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,15 +32,26 @@ import (
 
 	"github.com/dtq-dev/dtq/internal/devstack"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
+	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
-var (
+// env is one dev stack the scenarios run on, and a client of its Redis.
+type env struct {
+	name  string // "single" or "cluster"
+	dir   string
 	stack *devstack.Stack
-	rdb   *redis.Client
-	// managerBin is the manager the stack runs (a test may replace it for a while).
+	rdb   redis.UniversalClient
+}
+
+var (
+	single  *env // one redis-server: every test runs here
+	cluster *env // a three-master Redis Cluster: TestFeatures runs here too
+
+	// managerBin is the manager the single stack runs (a test may replace it
+	// for a while).
 	managerBin string
-	// toManager and toWorkers are the proxies between Redis and the manager,
-	// and Redis and the workers.
+	// toManager and toWorkers are the proxies between the single stack's
+	// Redis and the manager, and its Redis and the workers.
 	toManager, toWorkers *toxiproxy.Proxy
 	// chaosLog is the chaos handler's execution log (demo.EnvChaosLog).
 	chaosLog string
@@ -62,7 +78,6 @@ func run(m *testing.M) int {
 	if err := devstack.Build(ctx, root, bin, "./cmd/manager", "./cmd/worker", "./cmd/api"); err != nil {
 		return fail("build the binaries: %v", err)
 	}
-	dir := filepath.Join(tmp, "dev")
 	managerBin, chaosLog = filepath.Join(bin, "manager"), filepath.Join(tmp, "chaos.log")
 	tox := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	defer func() {
@@ -72,54 +87,77 @@ func run(m *testing.M) int {
 			}
 		}
 	}()
-	stack, err = devstack.Start(ctx, devstack.Options{
-		Dir:        dir,
-		AssetsDir:  envtestutil.AssetsDir(),
-		ManagerBin: managerBin,
-		WorkerBin:  filepath.Join(bin, "worker"),
-		APIBin:     filepath.Join(bin, "api"),
-		// Short keep-alives, and denials cached briefly so a RoleBinding
-		// made during a test takes effect within it.
-		APIArgs: []string{"--events-keepalive=1s", "--authz-deny-cache-ttl=2s"},
-		CRDDir:  filepath.Join(root, "config", "crd", "bases"),
-		ClusterRoles: []string{filepath.Join(root, "config", "rbac", "producer_role.yaml"),
-			filepath.Join(root, "config", "rbac", "queue_operator_role.yaml")},
-		// Nothing acknowledged may be lost when redis-server is killed.
-		RedisFsync: "always",
-		RedisVia: func(addr string) (string, string, error) {
-			toManager = toxiproxy.NewProxy(tox, "manager", "127.0.0.1:0", addr)
-			toWorkers = toxiproxy.NewProxy(tox, "workers", "127.0.0.1:0", addr)
-			if err := errors.Join(toManager.Start(), toWorkers.Start()); err != nil {
-				return "", "", err
+	single = &env{name: "single", dir: filepath.Join(tmp, "dev")}
+	cluster = &env{name: "cluster", dir: filepath.Join(tmp, "dev-cluster")}
+	envs := []*env{single, cluster}
+	var wg sync.WaitGroup
+	errs := make([]error, len(envs))
+	for i, e := range envs {
+		opts := devstack.Options{
+			Dir:        e.dir,
+			AssetsDir:  envtestutil.AssetsDir(),
+			ManagerBin: managerBin,
+			WorkerBin:  filepath.Join(bin, "worker"),
+			APIBin:     filepath.Join(bin, "api"),
+			// Short keep-alives, and denials cached briefly so a RoleBinding
+			// made during a test takes effect within it.
+			APIArgs: []string{"--events-keepalive=1s", "--authz-deny-cache-ttl=2s"},
+			CRDDir:  filepath.Join(root, "config", "crd", "bases"),
+			ClusterRoles: []string{filepath.Join(root, "config", "rbac", "producer_role.yaml"),
+				filepath.Join(root, "config", "rbac", "queue_operator_role.yaml")},
+			// Nothing acknowledged may be lost when redis-server is killed.
+			RedisFsync:   "always",
+			RedisCluster: e == cluster,
+			Log:          slog.New(handler).With("stack", e.name),
+		}
+		if e == single {
+			opts.RedisVia = func(addr string) (string, string, error) {
+				toManager = toxiproxy.NewProxy(tox, "manager", "127.0.0.1:0", addr)
+				toWorkers = toxiproxy.NewProxy(tox, "workers", "127.0.0.1:0", addr)
+				if err := errors.Join(toManager.Start(), toWorkers.Start()); err != nil {
+					return "", "", err
+				}
+				return toManager.Listen, toWorkers.Listen, nil // the ports Start picked
 			}
-			return toManager.Listen, toWorkers.Listen, nil // the ports Start picked
-		},
-		Log: slog.New(handler),
-	})
-	if err != nil {
-		return fail("start the dev stack (logs in %s): %v", filepath.Join(dir, "logs"), err)
+		}
+		wg.Go(func() {
+			e.stack, errs[i] = devstack.Start(ctx, opts)
+			if errs[i] == nil {
+				e.rdb, errs[i] = redisconn.Config{URL: e.stack.RedisURL()}.Client()
+			}
+		})
 	}
-	fmt.Fprintf(os.Stderr, "e2e: dev stack up in %v (binaries built and control plane started), logs in %s\n",
-		time.Since(t0).Round(time.Millisecond), filepath.Join(dir, "logs"))
-	rdb = redis.NewClient(&redis.Options{Addr: stack.RedisAddr()})
-
-	code := m.Run()
-
-	_ = rdb.Close()
-	if err := stack.Stop(); err != nil {
-		code = fail("stop the dev stack: %v", err)
+	wg.Wait()
+	code := 0
+	if err := errors.Join(errs...); err != nil {
+		code = fail("start the dev stacks (logs in %s): %v", tmp, err)
+	} else {
+		fmt.Fprintf(os.Stderr, "e2e: dev stacks up in %v (binaries built, both control planes started), logs in %s and %s\n",
+			time.Since(t0).Round(time.Millisecond), filepath.Join(single.dir, "logs"), filepath.Join(cluster.dir, "logs"))
+		code = m.Run()
 	}
-	// No process the stack started may survive it.
-	left, err := devstack.Leftovers(dir)
-	if err != nil {
-		code = fail("look for leftover processes: %v", err)
-	} else if len(left) > 0 {
-		code = fail("processes survived the dev stack: %+v", left)
+
+	for _, e := range envs {
+		if e.rdb != nil {
+			_ = e.rdb.Close()
+		}
+		if e.stack != nil {
+			if err := e.stack.Stop(); err != nil {
+				code = fail("stop the %s dev stack: %v", e.name, err)
+			}
+		}
+		// No process the stack started may survive it.
+		left, err := devstack.Leftovers(e.dir)
+		if err != nil {
+			code = fail("look for leftover processes: %v", err)
+		} else if len(left) > 0 {
+			code = fail("processes survived the %s dev stack: %+v", e.name, left)
+		}
 	}
 	if code == 0 {
 		_ = os.RemoveAll(tmp)
 	} else {
-		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", filepath.Join(dir, "logs"))
+		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s and %s\n", filepath.Join(single.dir, "logs"), filepath.Join(cluster.dir, "logs"))
 	}
 	return code
 }

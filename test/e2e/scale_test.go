@@ -18,8 +18,9 @@ import (
 // scale back down to the Queue's minimum.
 func TestBurstScalesUpAndDown(t *testing.T) {
 	const n = 2000
-	ns := namespace(t, "e2e-burst")
-	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+	e := single
+	ns := e.namespace(t, "e2e-burst")
+	e.queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
 		s.Concurrency = 10
 		s.Scaling.MinReplicas = ptr.To[int32](1)
 		s.Scaling.MaxReplicas = 4
@@ -31,11 +32,11 @@ func TestBurstScalesUpAndDown(t *testing.T) {
 		tasks = append(tasks, newTask(fmt.Sprintf("burst-%04d", i), ns, "burst", "sleep", map[string]float64{"seconds": 0.1}).Obj())
 	}
 
-	peak := watchPeak(t, ns)
+	peak := watchPeak(t, e, ns)
 	start := time.Now()
-	createAll(t, tasks)
+	e.createAll(t, tasks)
 	t.Logf("%d tasks created in %v", n, time.Since(start).Round(time.Millisecond))
-	got := waitTerminal(t, ns, "burst", n, 6*time.Minute)
+	got := e.waitTerminal(t, ns, "burst", n, 6*time.Minute)
 	drained := time.Since(start)
 	for _, task := range got {
 		if task.Status.State != dtqv1alpha1.TaskSucceeded {
@@ -51,12 +52,12 @@ func TestBurstScalesUpAndDown(t *testing.T) {
 	// Back to the minimum once the stabilization window has passed.
 	must(t, poll(t.Context(), 2*time.Minute, func() error {
 		var d appsv1.Deployment
-		if err := stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "q-workers"}, &d); err != nil {
+		if err := e.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "q-workers"}, &d); err != nil {
 			return err
 		}
-		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Status.ReadyReplicas != 1 || workerPods(ns) != 1 {
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Status.ReadyReplicas != 1 || e.workerPods(ns) != 1 {
 			return fmt.Errorf("deployment replicas %v ready %d, %d worker processes; want 1",
-				ptr.Deref(d.Spec.Replicas, -1), d.Status.ReadyReplicas, workerPods(ns))
+				ptr.Deref(d.Spec.Replicas, -1), d.Status.ReadyReplicas, e.workerPods(ns))
 		}
 		return nil
 	}))
@@ -65,14 +66,14 @@ func TestBurstScalesUpAndDown(t *testing.T) {
 
 // watchPeak samples the number of the Queue's worker processes until the
 // test ends and returns a function reporting the peak so far.
-func watchPeak(t *testing.T, ns string) func() int {
+func watchPeak(t *testing.T, e *env, ns string) func() int {
 	var mu sync.Mutex
 	peak := 0
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() {
 		for ctx.Err() == nil {
-			n := workerPods(ns)
+			n := e.workerPods(ns)
 			mu.Lock()
 			peak = max(peak, n)
 			mu.Unlock()
