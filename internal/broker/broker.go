@@ -19,8 +19,11 @@ type Broker struct {
 	// batch.go). When the client supports it, this is go-redis's auto-pipeliner,
 	// so batches of different queues and operations share round trips; blocking
 	// reads never go through it.
-	fast  redis.Scripter
-	clock clock.PassiveClock
+	fast redis.Scripter
+	// replicaAck, when set (WithReplicaAck), runs the submit batch script
+	// and waits for replicas.
+	replicaAck *replicaAck
+	clock      clock.PassiveClock
 	// queues holds each queue's batchers (QueueRef -> *queueBatchers): concurrent
 	// Submit, Start and Complete calls on one queue share one script call.
 	queues sync.Map
@@ -44,6 +47,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Broker {
 	}
 	for _, o := range opts {
 		o(b)
+	}
+	if b.replicaAck != nil {
+		b.replicaAck.rdb = rdb
 	}
 	return b
 }

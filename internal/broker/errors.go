@@ -22,6 +22,7 @@ const (
 	CodeStaleExecution        Code = "STALE_EXECUTION"         // another worker took the task over; the call changed nothing
 	CodeEvictionPolicy        Code = "REDIS_EVICTION_POLICY"   // Redis may evict keys (maxmemory-policy is not noeviction)
 	CodeInvalidRequest        Code = "INVALID_REQUEST"         // 400, a malformed argument other than a task (e.g. a list's continue token)
+	CodeNotReplicated         Code = "NOT_REPLICATED"          // 503, WithReplicaAck: written on the master, too few replicas acknowledged it in time
 )
 
 // Error is the engine's typed error. errors.Is(err, ErrQueueFull) and friends
@@ -58,6 +59,7 @@ var (
 	ErrStaleExecution        = &Error{Code: CodeStaleExecution}
 	ErrEvictionPolicy        = &Error{Code: CodeEvictionPolicy}
 	ErrInvalidRequest        = &Error{Code: CodeInvalidRequest}
+	ErrNotReplicated         = &Error{Code: CodeNotReplicated}
 )
 
 // CodeOf returns the code of an engine error, or "" for any other error.

@@ -242,7 +242,11 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 		args = append(args, r.ID, r.IdempotencyKey, len(it.payload), r.Type, it.payload,
 			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.meta)
 	}
-	v, err := submitBatchScript.Run(ctx, b.fast, keys, args...).Slice()
+	sc := b.fast
+	if b.replicaAck != nil {
+		sc = b.replicaAck
+	}
+	v, err := submitBatchScript.Run(ctx, sc, keys, args...).Slice()
 	if err != nil {
 		return nil, nil, err
 	}
