@@ -76,13 +76,15 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// dataArgs are the arguments of a data node (not a sentinel).
-func (c config) dataArgs() []string {
+// dataArgs are the arguments of a data node (not a sentinel). Its files go
+// to a directory of its own: a replica writes the RDB of its full sync to
+// disk, and a server started later in the same directory would load it.
+func (c config) dataArgs(t testing.TB) []string {
 	args := []string{"--save", ""}
 	if c.aofDir != "" {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always", "--dir", c.aofDir)
 	} else {
-		args = append(args, "--appendonly", "no")
+		args = append(args, "--appendonly", "no", "--dir", t.TempDir())
 	}
 	return append(args, c.args...)
 }
@@ -92,7 +94,7 @@ func (c config) dataArgs() []string {
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	c := newConfig(opts)
-	s, errText := startProcess(t, nil, c.dataArgs(), c.tls)
+	s, errText := startProcess(t, nil, c.dataArgs(t), c.tls)
 	if s == nil {
 		t.Fatalf("redis-server did not start: %s", errText)
 	}

@@ -43,10 +43,10 @@ func StartSentinel(t testing.TB, replicas, sentinels int, opts ...Option) *Senti
 		}
 		return srv
 	}
-	s.Master = start(nil, c.dataArgs())
+	s.Master = start(nil, c.dataArgs(t))
 	host, port, _ := net.SplitHostPort(s.Master.Addr)
 	for range replicas {
-		s.Replicas = append(s.Replicas, start(nil, append(c.dataArgs(), "--replicaof", host, port)))
+		s.Replicas = append(s.Replicas, start(nil, append(c.dataArgs(t), "--replicaof", host, port)))
 	}
 	waitFor(t, "replicas in sync", func() bool {
 		info, err := s.Master.Client().Info(context.Background(), "replication").Result()

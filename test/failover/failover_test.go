@@ -1,0 +1,286 @@
+// Package failover measures what a Redis Sentinel failover does to dtq's
+// tasks: one master, one replica and three sentinels (redis-server
+// --sentinel), producers submitting through the engine and workers of the
+// worker SDK running them, all through a redis+sentinel:// URL, while the
+// master is SIGKILLed mid-burst and Sentinel promotes the replica. The
+// ledger (ledger_test.go), kept in this process, counts acknowledged
+// submissions that never ran and executions that ran twice.
+//
+// TestFailover runs one failover without and one with WithReplicaAck and
+// checks what must hold; BenchmarkFailover repeats every variant and prints
+// the table of docs/redis.md:
+//
+//	go test ./test/failover -run '^$' -bench Failover -benchtime 1x
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redisconn"
+	"github.com/dtq-dev/dtq/pkg/worker"
+)
+
+// variant is one way to run Redis and the engine through a failover.
+type variant struct {
+	name string
+	// replicaAck: Submit waits for one replica (broker.WithReplicaAck).
+	replicaAck bool
+	// minReplicas: the data nodes refuse writes without a replica
+	// (min-replicas-to-write 1, min-replicas-max-lag 10).
+	minReplicas bool
+}
+
+var variants = []variant{
+	{name: "async replication (default)"},
+	{name: "min-replicas-to-write 1", minReplicas: true},
+	{name: "Submit waits for 1 replica (WithReplicaAck)", replicaAck: true},
+}
+
+// outcome is what one failover did.
+type outcome struct {
+	acked       int           // submissions Redis acknowledged
+	gaveUp      int           // submissions still failing when the producers stopped
+	executions  int           // handler runs
+	missing     int           // acknowledged tasks absent from the promoted master
+	lost        []string      // acknowledged keys no handler ever ran
+	duplicated  []string      // keys a handler ran more than once
+	unavailable time.Duration // from the kill to the next acknowledged submission
+}
+
+const (
+	producers  = 8
+	visibility = 3 * time.Second
+	q          = "q"
+	ns         = "failover"
+)
+
+// runFailover starts the deployment, submits for a while, SIGKILLs the
+// master, lets Sentinel promote the replica, restarts the old master (it
+// rejoins as a replica, as a restarted pod would), submits a while more, and
+// waits until the workers have run everything that is left.
+func runFailover(t testing.TB, v variant) outcome {
+	t.Helper()
+	var opts []redistest.Option
+	if v.minReplicas {
+		opts = append(opts, redistest.WithArgs("--min-replicas-to-write", "1", "--min-replicas-max-lag", "10"))
+	}
+	s := redistest.StartSentinel(t, 1, 3, opts...)
+	addrs := s.SentinelAddrs()
+	url := "redis+sentinel://" + addrs[0] + "/0?master_name=" + s.MasterName + "&addr=" + strings.Join(addrs[1:], "&addr=")
+	rdb, err := redisconn.Config{URL: url}.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	var bopts []broker.Option
+	if v.replicaAck {
+		bopts = append(bopts, broker.WithReplicaAck(1, 100*time.Millisecond))
+	}
+	eng := broker.New(rdb, bopts...)
+	ref := broker.QueueRef{Namespace: ns, Name: q}
+	cfg := broker.DefaultQueueConfig()
+	cfg.MaxDepth, cfg.VisibilityTimeout = 1_000_000, visibility
+	if err := eng.EnsureQueue(t.Context(), ref, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	l := newLedger()
+	stopWorkers := startWorkers(t, url, l)
+	defer stopWorkers()
+
+	var out outcome
+	var killedAt atomic.Int64 // unix nanos; 0 before the kill
+	var firstAckAfter atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var gaveUp atomic.Int64
+	for p := range producers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond): // about 4,000 submissions/s in all
+				}
+				key := fmt.Sprintf("p%d-%06d", p, i)
+				started := time.Now().UnixNano()
+				if !submit(t.Context(), eng, ref, key, l, stop) {
+					gaveUp.Add(1)
+					return
+				}
+				if k := killedAt.Load(); k != 0 && started > k {
+					firstAckAfter.CompareAndSwap(0, time.Now().UnixNano())
+				}
+			}
+		})
+	}
+	time.Sleep(1500 * time.Millisecond)
+	old := s.Master
+	killedAt.Store(time.Now().UnixNano())
+	old.Kill()
+	promoted := s.WaitPromoted(t, old)
+	old.Restart() // comes back empty; Sentinel makes it a replica of the new master
+	deadline := time.Now().Add(30 * time.Second)
+	for firstAckAfter.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	if firstAckAfter.Load() == 0 {
+		t.Fatalf("no submission was acknowledged within 30 s of the kill (promoted %s)", promoted.Addr)
+	}
+	out.unavailable = time.Duration(firstAckAfter.Load() - killedAt.Load())
+	out.gaveUp = int(gaveUp.Load())
+
+	drain(t, eng, ref, l)
+	out.executions = l.executions()
+	out.lost, out.duplicated = l.check()
+	l.mu.Lock()
+	acked := make(map[string]string, len(l.acked))
+	for k, id := range l.acked {
+		acked[k] = id
+	}
+	l.mu.Unlock()
+	out.acked = len(acked)
+	for _, id := range acked {
+		if _, err := eng.GetTask(t.Context(), ref, id); errors.Is(err, broker.ErrTaskNotFound) {
+			out.missing++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// submit submits key until Redis acknowledges it (a retry with the key is a
+// replay or an in-progress answer) or stop closes; it reports whether it was
+// acknowledged.
+func submit(ctx context.Context, eng *broker.Broker, ref broker.QueueRef, key string, l *ledger, stop <-chan struct{}) bool {
+	for {
+		r, err := eng.Submit(ctx, ref, broker.SubmitRequest{Type: "job", IdempotencyKey: key, Priority: 5})
+		var be *broker.Error
+		switch {
+		case err == nil:
+			l.ack(key, r.Task.ID)
+			return true
+		case errors.As(err, &be) && be.Code == broker.CodeIdempotencyInProgress:
+			l.ack(key, be.TaskID)
+			return true
+		}
+		select {
+		case <-stop:
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// startWorkers runs two worker servers whose handler records every run.
+func startWorkers(t testing.TB, url string, l *ledger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range 2 {
+		mux := worker.NewMux()
+		mux.HandleFunc("job", func(_ context.Context, task *worker.Task) (any, error) {
+			l.ran(task.IdempotencyKey)
+			return nil, nil
+		})
+		w, err := worker.NewServer(worker.Config{
+			RedisConn: redisconn.Config{URL: url}, Namespace: ns, Queue: q, Concurrency: 16,
+			VisibilityTimeout: visibility, HeartbeatInterval: time.Second, DrainTimeout: 2 * time.Second,
+			WorkerID: "w" + strconv.Itoa(i), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		}, mux)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { _ = w.Run(ctx) })
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+// drain waits until the queue holds nothing and no handler has run for
+// longer than the visibility timeout (so entries left pending by the
+// failover have been reclaimed and run), for at most 2 minutes.
+func drain(t testing.TB, eng *broker.Broker, ref broker.QueueRef, l *ledger) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	last, lastChange := -1, time.Now()
+	for time.Now().Before(deadline) {
+		n := l.executions()
+		if n != last {
+			last, lastChange = n, time.Now()
+		}
+		st, err := eng.Stats(t.Context(), ref)
+		if err == nil && st.Depth == 0 && st.Scheduled == 0 && time.Since(lastChange) > visibility+time.Second {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	st, err := eng.Stats(t.Context(), ref)
+	t.Fatalf("the queue did not drain within 2 minutes: %+v %v", st, err)
+}
+
+// One failover with async replication and one with WithReplicaAck. Loss
+// with async replication is allowed (it is what the benchmark measures), but
+// an acknowledged task that survived on the promoted master must run, and
+// with WithReplicaAck no acknowledged task may be missing or lost.
+func TestFailover(t *testing.T) {
+	for _, v := range []variant{variants[0], variants[2]} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			o := runFailover(t, v)
+			t.Logf("%s", o)
+			if len(o.lost) > o.missing {
+				t.Errorf("%d acknowledged tasks never ran, but only %d are missing from the promoted master: %v",
+					len(o.lost), o.missing, head(o.lost))
+			}
+			if v.replicaAck && (o.missing > 0 || len(o.lost) > 0) {
+				t.Errorf("with WithReplicaAck, %d acknowledged tasks are missing and %d never ran: %v", o.missing, len(o.lost), head(o.lost))
+			}
+		})
+	}
+}
+
+func (o outcome) String() string {
+	return fmt.Sprintf("acknowledged %d (gave up %d), executions %d, missing after failover %d, lost %d, duplicated %d, no acknowledged submission for %v",
+		o.acked, o.gaveUp, o.executions, o.missing, len(o.lost), len(o.duplicated), o.unavailable.Round(time.Millisecond))
+}
+
+func head(s []string) []string { return s[:min(len(s), 10)] }
+
+// BenchmarkFailover runs every variant DTQ_BENCH_RUNS times (default 3) and
+// prints one row per variant with the totals.
+func BenchmarkFailover(b *testing.B) {
+	runs := 3
+	if v, err := strconv.Atoi(os.Getenv("DTQ_BENCH_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	fmt.Printf("\n%d failovers per variant; %d producers at about 4,000 submissions/s; 1 master, 1 replica, 3 sentinels (down-after 1 s)\n\n", runs, producers)
+	fmt.Println("| variant | acknowledged | missing after failover | lost (never ran) | duplicated (ran twice) | no acknowledged submission for |")
+	fmt.Println("|---|---:|---:|---:|---:|---|")
+	for _, v := range variants {
+		var acked, missing, lost, dup int
+		var gaps []string
+		for range runs {
+			o := runFailover(b, v)
+			acked, missing, lost, dup = acked+o.acked, missing+o.missing, lost+len(o.lost), dup+len(o.duplicated)
+			gaps = append(gaps, o.unavailable.Round(100*time.Millisecond).String())
+			fmt.Fprintf(os.Stderr, "%s: %s\n", v.name, o)
+		}
+		fmt.Printf("| %s | %d | %d | %d | %d | %s |\n", v.name, acked, missing, lost, dup, strings.Join(gaps, ", "))
+	}
+}
