@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9/logging"
+
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
@@ -265,6 +267,7 @@ func head(s []string) []string { return s[:min(len(s), 10)] }
 // BenchmarkFailover runs every variant DTQ_BENCH_RUNS times (default 3) and
 // prints one row per variant with the totals.
 func BenchmarkFailover(b *testing.B) {
+	logging.Disable() // go-redis logs every refused dial during a failover
 	runs := 3
 	if v, err := strconv.Atoi(os.Getenv("DTQ_BENCH_RUNS")); err == nil && v > 0 {
 		runs = v
