@@ -130,9 +130,9 @@ func TestChartDryRun(t *testing.T) {
 				"api.enabled=true", "api.tls.secretName=dtq-api-tls", "api.service.type=LoadBalancer", "api.args[0]=--v=2",
 				"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.interval=30s", "metrics.serviceMonitor.labels.release=prom",
 				"metrics.podMonitor.enabled=true", "metrics.podMonitor.interval=15s",
-				"redis.url=rediss://redis.example:6380/0", "redis.username=dtq",
+				"redis.url=rediss+sentinel://sentinel.example:26380/0?master_name=dtq", "redis.username=dtq",
 				"redis.passwordSecret.name=dtq-redis-password", "redis.tls.caSecret.name=dtq-redis-ca",
-				"workers.redisURL=redis://redis:6379/0", "workers.redisSecret=dtq-redis/url",
+				"workers.redisURL=redis+cluster://redis-0.redis:6379", "workers.redisSecret=dtq-redis/url",
 				"workers.image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 				"manager.args[0]=--routine-task-events", "manager.image.tag=v0.1.0", "manager.podLabels.team=queues",
 				"manager.nodeSelector.kubernetes\\.io/os=linux", "manager.priorityClassName=system-cluster-critical",
@@ -177,12 +177,14 @@ func TestInstallYAMLDryRun(t *testing.T) {
 func TestChartRejectsBadValues(t *testing.T) {
 	cases := map[string]struct{ set, want string }{
 		"no Redis":                {"redis.existingSecret=", "set redis.url or redis.existingSecret"},
-		"CA without TLS":          {"redis.url=redis://redis:6379/0,redis.tls.caSecret.name=ca", "redis.tls.caSecret needs a rediss:// redis.url"},
+		"CA without TLS":          {"redis.url=redis://redis:6379/0,redis.tls.caSecret.name=ca", "redis.tls.caSecret needs a TLS redis.url"},
+		"CA, cluster without TLS": {"redis.url=redis+cluster://redis:6379,redis.tls.caSecret.name=ca", "redis.tls.caSecret needs a TLS redis.url"},
 		"monitor without metrics": {"metrics.enabled=false,metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor needs metrics.enabled"},
 		// values.schema.json
 		"misspelt value":       {"redis.existingsecret=x", "additional properties 'existingsecret' not allowed"},
 		"worker Secret no key": {"workers.redisSecret=dtq-redis", "does not match pattern"},
 		"not a Redis URL":      {"redis.url=my-redis:6379", "does not match pattern"},
+		"unknown topology":     {"redis.url=redis+ring://redis:6379", "does not match pattern"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

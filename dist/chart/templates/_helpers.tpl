@@ -87,8 +87,8 @@ Call with (dict "image" .Values.x.image "chart" .Chart).
 
 {{/* The DTQ_REDIS_* variables of a container (manager, API). */}}
 {{- define "dtq.redis.env" -}}
-{{- if and .Values.redis.tls.caSecret.name .Values.redis.url (not (hasPrefix "rediss://" .Values.redis.url)) }}
-{{- fail "redis.tls.caSecret needs a rediss:// redis.url" }}
+{{- if and .Values.redis.tls.caSecret.name .Values.redis.url (not (hasPrefix "rediss" .Values.redis.url)) }}
+{{- fail "redis.tls.caSecret needs a TLS redis.url (rediss://, rediss+cluster:// or rediss+sentinel://)" }}
 {{- end }}
 - name: DTQ_REDIS_URL
   valueFrom:
