@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package failover measures what a Redis Sentinel failover does to dtq's
 // tasks: one master, one replica and three sentinels (redis-server
 // --sentinel), producers submitting through the engine and workers of the
