@@ -155,7 +155,7 @@ func main() {
 		setupLog.Error(err, "Failed to set up health check")
 		os.Exit(1)
 	}
-	if err := mgr.AddReadyzCheck("redis", func(*http.Request) error { return rdb.Ping(context.Background()).Err() }); err != nil {
+	if err := mgr.AddReadyzCheck("redis", func(r *http.Request) error { return rdb.Ping(r.Context()).Err() }); err != nil {
 		setupLog.Error(err, "Failed to set up ready check")
 		os.Exit(1)
 	}
