@@ -143,6 +143,19 @@ func (s *Sentinel) WaitPromoted(t testing.TB, old *Server) *Server {
 	return promoted
 }
 
+// Failovers is the number of failovers of the master so far (the sentinels'
+// config epoch), as the first sentinel that answers reports it.
+func (s *Sentinel) Failovers() (int, error) {
+	var err error
+	for _, sn := range s.Sentinels {
+		var m map[string]string
+		if m, err = s.masterInfo(sn); err == nil {
+			return strconv.Atoi(m["config-epoch"])
+		}
+	}
+	return 0, err
+}
+
 // masterInfo is SENTINEL MASTER.
 func (s *Sentinel) masterInfo(sn *Server) (m map[string]string, err error) {
 	err = withSentinel(sn, func(c *redis.SentinelClient) error {
