@@ -184,16 +184,15 @@ func connectRedis(conn redisconn.Config) (redis.UniversalClient, error) {
 }
 
 // workersRedisURL is the DTQ_REDIS_URL of worker pods: workerURL, or the
-// manager's URL without its user and password. Worker pods get credentials
-// from a Secret, never inside a URL in their spec, so a workerURL holding a
-// password is refused.
+// manager's URL without its credentials (the user info, and a Sentinel URL's
+// username and password options of the data nodes). Worker pods get
+// credentials from a Secret, never inside a URL in their spec, so a workerURL
+// holding a password is refused.
 func workersRedisURL(managerURL, workerURL string) (string, error) {
 	if workerURL != "" {
-		if u, err := url.Parse(workerURL); err == nil && u.User != nil {
-			if _, ok := u.User.Password(); ok {
-				return "", errors.New("--worker-redis-url holds a password, which would be readable in every worker Deployment; " +
-					"use --worker-redis-secret, or the per-namespace users of --redis-isolation")
-			}
+		if u, err := url.Parse(workerURL); err == nil && hasPassword(u) {
+			return "", errors.New("--worker-redis-url holds a password, which would be readable in every worker Deployment; " +
+				"use --worker-redis-secret, or the per-namespace users of --redis-isolation")
 		}
 		return workerURL, nil
 	}
@@ -202,6 +201,11 @@ func workersRedisURL(managerURL, workerURL string) (string, error) {
 		return "", fmt.Errorf("parse --redis-url: %w", err)
 	}
 	u.User = nil
+	if q := u.Query(); q.Has("username") || q.Has("password") {
+		q.Del("username")
+		q.Del("password")
+		u.RawQuery = q.Encode()
+	}
 	return u.String(), nil
 }
 
@@ -215,6 +219,13 @@ func checkRedis(rdb redis.UniversalClient, allowEviction bool) error {
 		setupLog.Info("WARNING: " + w)
 	}
 	return err
+}
+
+// hasPassword reports whether u carries a password: in its user info, or as
+// a Sentinel URL's password option (docs/redis.md).
+func hasPassword(u *url.URL) bool {
+	_, ok := u.User.Password()
+	return ok || u.Query().Has("password")
 }
 
 func envOr(key, def string) string {

@@ -30,6 +30,10 @@ func TestWorkersRedisURL(t *testing.T) {
 		"worker URL kept":                 {manager: "redis://admin:s3cret@r:6379/0", worker: "redis://replica:6379/0", want: "redis://replica:6379/0"},
 		"worker URL with a user only":     {manager: "redis://r:6379/0", worker: "redis://app@r:6379/0", want: "redis://app@r:6379/0"},
 		"worker URL with a password":      {manager: "redis://r:6379/0", worker: "redis://app:pw@r:6379/0", err: true},
+		"manager's cluster URL":           {manager: "redis+cluster://admin:s3cret@r0:6379?addr=r1:6379", want: "redis+cluster://r0:6379?addr=r1:6379"},
+		"manager's Sentinel URL": {manager: "redis+sentinel://sentinel:pw@s0:26379/0?master_name=m&addr=s1:26379&username=admin&password=s3cret",
+			want: "redis+sentinel://s0:26379/0?addr=s1%3A26379&master_name=m"},
+		"worker Sentinel URL with a password": {manager: "redis://r:6379/0", worker: "redis+sentinel://s0:26379/0?master_name=m&password=pw", err: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := workersRedisURL(tc.manager, tc.worker)
