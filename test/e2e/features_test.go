@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/devstack"
+	"github.com/dtq-dev/dtq/internal/testutil/apitest"
+	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
 
 // scenario is a feature scenario: its subtest name, the namespace of its
@@ -31,6 +34,7 @@ var scenarios = []scenario{
 	{"DuplicateKey", "e2e-dup", testDuplicateKey},
 	{"GitOpsReapply", "e2e-gitops", testGitOpsReapply},
 	{"WorkerKilledMidTask", "e2e-crash", testWorkerKilledMidTask},
+	{"APISubmitAndWait", "e2e-api", testAPISubmitAndWait},
 }
 
 // The feature scenarios run in parallel, on the single-node stack and on the
@@ -267,5 +271,42 @@ func testWorkerKilledMidTask(t *testing.T, e *env, ns string) {
 		if p.Namespace == ns && p.Name == running.Status.WorkerID && p.Restarts < 1 {
 			t.Errorf("pod %s: %d restarts, want the killed process restarted", p.Name, p.Restarts)
 		}
+	}
+}
+
+// A task submitted over the stack's HTTP API (pkg/client, the admin token) with
+// a key runs once; Wait follows the queue's events stream (the API's blocking
+// read of it) until the task has finished; the key replays the same task; the
+// task index lists it.
+func testAPISubmitAndWait(t *testing.T, e *env, ns string) {
+	e.queue(t, ns, nil)
+	tok, err := e.stack.Token(t.Context(), devstack.AdminNamespace, devstack.AdminServiceAccount, time.Hour)
+	must(t, err)
+	c, err := dtqclient.New(e.stack.APIURL, dtqclient.WithToken(tok),
+		dtqclient.WithHTTPClient(&http.Client{Transport: apitest.Transport(t, nil)}))
+	must(t, err)
+	q := c.Queue(ns, "q")
+	must(t, poll(t.Context(), 30*time.Second, func() error { _, err := q.Stats(t.Context()); return err }))
+
+	payload := map[string]any{"name": "e2e-api-1", "holdSeconds": 0.5}
+	first, err := q.Submit(t.Context(), "counter", payload, dtqclient.IdempotencyKey("api-1"))
+	must(t, err)
+	done, err := q.Wait(t.Context(), first.TaskID)
+	must(t, err)
+	if done.Status != dtqclient.StatusSucceeded {
+		t.Fatalf("task %s: %+v, want Succeeded", first.TaskID, done)
+	}
+	again, err := q.Submit(t.Context(), "counter", payload, dtqclient.IdempotencyKey("api-1"))
+	must(t, err)
+	if !again.Duplicate || again.TaskID != first.TaskID {
+		t.Errorf("the key again: %+v, want a duplicate of %s", again, first.TaskID)
+	}
+	list, err := q.List(t.Context(), dtqclient.ListOptions{})
+	must(t, err)
+	if len(list.Tasks) != 1 || list.Tasks[0].TaskID != first.TaskID {
+		t.Errorf("list: %+v, want task %s only", list.Tasks, first.TaskID)
+	}
+	if n := e.counter(t, ns, "e2e-api-1"); n != 1 {
+		t.Errorf("counter %d, want 1", n)
 	}
 }
