@@ -8,9 +8,10 @@
 // the API wrote. They build the binaries themselves and fail
 // (never skip) when a prerequisite is missing: run them with `make test`.
 //
-// Two stacks run side by side: one on a single redis-server, where every test
-// runs, and one on a three-master Redis Cluster, where the feature scenarios
-// (TestFeatures) run too, on Queues spread over all three masters.
+// Two stacks run side by side, each with its API: one on a single
+// redis-server (behind the proxies), where every test runs, and one on a
+// three-master Redis Cluster, where the feature scenarios (TestFeatures) run
+// too, on Queues spread over all three masters.
 package e2e
 
 import (
