@@ -38,8 +38,8 @@ var scenarios = []scenario{
 }
 
 // The feature scenarios run in parallel, on the single-node stack and on the
-// cluster stack at once; the burst and restart scenarios (scale_test.go) run
-// alone, on the single-node e.stack.
+// cluster stack at once; every other test of the package runs on the
+// single-node stack only.
 func TestFeatures(t *testing.T) {
 	checkSpread(t, cluster)
 	for _, e := range []*env{single, cluster} {
