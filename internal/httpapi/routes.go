@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/console"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
@@ -73,7 +74,9 @@ func (s *Server) routes() []route {
 }
 
 // register adds the API routes, then /metrics (get on the non-resource path
-// /metrics), /healthz, /readyz and /openapi.json (open).
+// /metrics), /healthz, /readyz, /openapi.json and the web console under /ui/
+// (open: its assets hold no data, its script calls the API with the user's
+// token).
 func (s *Server) register() {
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.pattern, s.metrics.instrument(rt.name, s.authorized(rt)))
@@ -89,6 +92,7 @@ func (s *Server) register() {
 	})
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	s.mux.Handle("GET "+console.Path, console.Handler())
 }
 
 // authorized checks the route's RBAC verb, then the path's names, then runs

@@ -98,8 +98,13 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request, q broker.QueueR
 
 // listTasks answers a page of the queue's tasks, newest first: ?status= (a
 // TaskStatus, any case, underscores ignored: dead_lettered works), ?limit=
-// (1..500, 50) and ?continue= (the previous page's).
+// (1..500, 50) and ?continue= (the previous page's); or, with
+// ?idempotency_key=, the key's task alone (tasksByKey).
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
+	if key := r.URL.Query().Get("idempotency_key"); key != "" {
+		s.tasksByKey(w, r, q, key)
+		return
+	}
 	opts := broker.ListOptions{Continue: r.URL.Query().Get("continue")}
 	if v := r.URL.Query().Get("status"); v != "" {
 		st, ok := parseStatus(v)
@@ -127,6 +132,31 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, q broker.Queu
 	out := client.TaskList{Tasks: make([]client.Task, 0, len(page.Tasks)), Continue: page.Continue}
 	for _, t := range page.Tasks {
 		out.Tasks = append(out.Tasks, apiconv.Task(t, false))
+	}
+	out.Count = len(out.Tasks)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// tasksByKey answers the task that key's idempotency record names, or no task
+// when the key has no record (never used, or its record expired after the
+// Queue's idempotencyTTL).
+func (s *Server) tasksByKey(w http.ResponseWriter, r *http.Request, q broker.QueueRef, key string) {
+	if err := s.queueExists(r.Context(), q); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := client.TaskList{Tasks: []client.Task{}}
+	rec, err := s.b.Idempotency(r.Context(), q, key)
+	if err == nil {
+		var t broker.TaskInfo
+		if t, err = s.b.GetTask(r.Context(), q, rec.TaskID); err == nil {
+			t.Payload, t.Result = nil, nil // as in every list
+			out.Tasks = append(out.Tasks, apiconv.Task(t, false))
+		}
+	}
+	if err != nil && !errors.Is(err, broker.ErrTaskNotFound) {
+		s.writeError(w, r, err)
+		return
 	}
 	out.Count = len(out.Tasks)
 	writeJSON(w, http.StatusOK, out)

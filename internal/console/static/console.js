@@ -1,0 +1,415 @@
+// dtq web console: a hash-routed page on the HTTP API (docs/console.md).
+// Every call carries the user's bearer token from sessionStorage; the API
+// authenticates and authorises it, the console only displays the answers.
+'use strict';
+
+const TOKEN = 'dtq.token', NAMESPACE = 'dtq.namespace', QUEUE = 'dtq.queue';
+const STATES = ['Pending', 'Queued', 'Running', 'Retrying', 'Succeeded', 'Failed', 'DeadLettered', 'Cancelled', 'Expired'];
+const TERMINAL = ['Succeeded', 'Failed', 'DeadLettered', 'Cancelled', 'Expired'];
+const FEED_ROWS = 500; // the live feed keeps the newest rows only
+
+// ---- helpers ----
+
+// h builds an element; text is always set as text, never parsed as HTML.
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'value') el.value = v;
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const kid of kids.flat()) {
+    if (kid !== null && kid !== undefined && kid !== false) el.append(kid instanceof Node ? kid : String(kid));
+  }
+  return el;
+}
+
+function table(headers, rows) {
+  return h('table', {}, h('thead', {}, h('tr', {}, headers.map(x => h('th', {}, x)))), h('tbody', {}, rows));
+}
+
+function when(ts) { return ts ? new Date(ts).toLocaleString() : ''; }
+function json(v) { return v === undefined || v === null ? '' : JSON.stringify(v, null, 2); }
+function sleep(ms) { return new Promise(r => setTimeout(r, ms)); }
+function ns() { return sessionStorage.getItem(NAMESPACE) || 'default'; }
+function enc(s) { return encodeURIComponent(s); }
+function queuesPath() { return '/api/v1/namespaces/' + enc(ns()) + '/queues'; }
+function queuePath(q) { return queuesPath() + '/' + enc(q); }
+function taskLink(q, id) { return h('a', { href: '#/task/' + enc(q) + '/' + enc(id) }, id); }
+
+class APIError extends Error {
+  constructor(status, body) {
+    super(status + ' ' + (body && body.code ? body.code + ': ' + body.message : 'HTTP error'));
+    this.status = status;
+  }
+}
+
+function authHeaders() {
+  const t = sessionStorage.getItem(TOKEN);
+  return t ? { Authorization: 'Bearer ' + t } : {};
+}
+
+// api calls the HTTP API; a 401 ends the session and shows the login page.
+async function api(method, path, body) {
+  const opts = { method, headers: authHeaders() };
+  if (body !== undefined) {
+    opts.headers['Content-Type'] = 'application/json';
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, opts);
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+  if (res.status === 401) loggedOut('The API refused the token (401): log in again.');
+  if (!res.ok) throw new APIError(res.status, data);
+  return data;
+}
+
+// stream reads an events stream (Server-Sent Events) with fetch, which,
+// unlike EventSource, can send the Authorization header. It reconnects after
+// a break with Last-Event-ID, so no event is lost or repeated. It returns a
+// function that stops it.
+function stream(path, onEvent, onState) {
+  const ctl = new AbortController();
+  let last = '';
+  (async () => {
+    while (!ctl.signal.aborted) {
+      try {
+        const headers = authHeaders();
+        if (last) headers['Last-Event-ID'] = last;
+        const res = await fetch(path, { headers, signal: ctl.signal, cache: 'no-store' });
+        if (res.status === 401) { loggedOut('The API refused the token (401): log in again.'); return; }
+        if (!res.ok) {
+          let body = null;
+          try { body = await res.json(); } catch (e) { body = null; }
+          onState('error', new APIError(res.status, body).message);
+          if (res.status < 500) return;
+        } else {
+          onState('live');
+          await readEvents(res.body, id => { last = id; }, onEvent);
+        }
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+        onState('error', String(e));
+      }
+      onState('reconnecting');
+      await sleep(2000);
+    }
+  })();
+  return () => ctl.abort();
+}
+
+// readEvents parses an SSE body: blank-line separated blocks of "id:" and
+// "data:" lines; lines starting with ":" are comments (keep-alives).
+async function readEvents(body, onID, onEvent) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value;
+    let end;
+    while ((end = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      const data = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith(':')) continue;
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const v = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+        if (field === 'id') onID(v);
+        else if (field === 'data') data.push(v);
+      }
+      if (data.length) onEvent(JSON.parse(data.join('\n')));
+    }
+  }
+}
+
+// ---- routing ----
+
+let cleanups = []; // what the current page stops when another one opens
+
+function onLeave(f) { cleanups.push(f); }
+
+// every runs f now and every ms until the page changes; errors show in box.
+function every(ms, box, f) {
+  const run = () => f().catch(e => box.replaceChildren(h('div', { class: 'error' }, e.message)));
+  const timer = setInterval(run, ms);
+  onLeave(() => clearInterval(timer));
+  return run();
+}
+
+function route() {
+  const [path, query] = location.hash.replace(/^#/, '').split('?');
+  return { parts: path.split('/').filter(Boolean).map(decodeURIComponent), params: new URLSearchParams(query || '') };
+}
+
+function go(hash) {
+  if (location.hash === hash) render(); else location.hash = hash;
+}
+
+function loggedOut(message) {
+  sessionStorage.removeItem(TOKEN);
+  sessionStorage.setItem('dtq.message', message);
+  go('#/login');
+}
+
+const pages = {
+  login: loginPage,
+  queues: queuesPage,
+  tasks: tasksPage,
+  task: taskPage,
+  'dead-letters': deadLettersPage,
+  workers: workersPage,
+  events: eventsPage,
+};
+
+async function render() {
+  cleanups.forEach(f => f());
+  cleanups = [];
+  const { parts, params } = route();
+  let name = parts[0] || 'queues';
+  if (!sessionStorage.getItem(TOKEN) && name !== 'login') name = 'login';
+  document.getElementById('nav').querySelectorAll('a').forEach(a =>
+    a.classList.toggle('active', a.getAttribute('href') === '#/' + name));
+  document.getElementById('namespace').value = ns();
+  const view = h('div', { id: 'page-' + name });
+  document.getElementById('main').replaceChildren(view);
+  try {
+    await (pages[name] || queuesPage)(view, parts.slice(1), params);
+  } catch (e) {
+    view.append(h('div', { class: 'error' }, e.message));
+  }
+}
+
+// ---- pages ----
+
+function loginPage(view) {
+  const message = sessionStorage.getItem('dtq.message');
+  sessionStorage.removeItem('dtq.message');
+  const token = h('textarea', { id: 'token', placeholder: 'eyJhbGciOi...', required: true, spellcheck: 'false' });
+  const nsInput = h('input', { id: 'login-namespace', value: ns(), required: true });
+  const err = h('div');
+  const form = h('form', { class: 'login', onsubmit: async ev => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN, token.value.trim());
+    sessionStorage.setItem(NAMESPACE, nsInput.value.trim());
+    try {
+      await api('GET', queuesPath());
+    } catch (e) {
+      if (e.status !== 403) { // 403: a valid token that may not list queues here
+        sessionStorage.removeItem(TOKEN);
+        err.replaceChildren(h('div', { class: 'error' }, e.message));
+        return;
+      }
+    }
+    go('#/queues');
+  } },
+  h('h1', {}, 'Log in to the dtq API'),
+  message && h('div', { class: 'error' }, message),
+  err,
+  h('p', {}, 'Paste a Kubernetes bearer token the API accepts, e.g. ',
+    h('code', {}, 'kubectl create token <serviceaccount>'),
+    '. It is kept in this tab\'s session storage only. ',
+    h('code', {}, 'kubectl dtq ui'), ' logs you in with your kubeconfig instead.'),
+  h('p', {}, h('label', {}, 'Token', h('br'), token)),
+  h('p', {}, h('label', {}, 'Namespace ', nsInput)),
+  h('button', { id: 'login', type: 'submit' }, 'Log in'));
+  view.append(form);
+}
+
+async function queuesPage(view) {
+  const box = h('div');
+  view.append(h('h1', {}, 'Queues in namespace ', ns()), box,
+    h('p', { class: 'note' }, 'Depth counts every task of the queue\'s streams, in flight included. Refreshed every 5 s.'));
+  const num = (field, v) => h('td', { class: 'num', 'data-field': field }, v);
+  const toggle = q => h('button', { type: 'button', onclick: async () => {
+    try {
+      await api('POST', queuePath(q.queue) + (q.paused ? '/resume' : '/pause'));
+      render();
+    } catch (e) { box.prepend(h('div', { class: 'error' }, e.message)); }
+  } }, q.paused ? 'Resume' : 'Pause');
+  await every(5000, box, async () => {
+    const list = await api('GET', queuesPath());
+    box.replaceChildren(list.queues.length === 0 ? h('p', {}, 'No queues in this namespace.') :
+      table(['Queue', 'State', 'Depth', 'Queued', 'In flight', 'Scheduled', 'Dead letters', 'Workers', ''],
+        list.queues.map(q => h('tr', { 'data-queue': q.queue },
+          h('td', {}, h('a', { href: '#/tasks?queue=' + enc(q.queue) }, q.queue)),
+          h('td', { 'data-field': 'state', class: q.paused ? 'paused' : '' }, q.paused ? 'paused' : 'active'),
+          num('depth', q.depth), num('queued', q.queued), num('in_flight', q.in_flight), num('scheduled', q.scheduled),
+          h('td', { class: 'num', 'data-field': 'dead_lettered' }, h('a', { href: '#/dead-letters?queue=' + enc(q.queue) }, q.dead_lettered)),
+          h('td', { class: 'num', 'data-field': 'workers' }, h('a', { href: '#/workers?queue=' + enc(q.queue) }, q.workers)),
+          h('td', {}, toggle(q), ' ', h('a', { href: '#/events?queue=' + enc(q.queue) }, 'live events'))))));
+  });
+}
+
+// queueField is the queue input of a page, with the namespace's queues as
+// suggestions when the user may list them.
+function queueField(params) {
+  const current = params.get('queue') || sessionStorage.getItem(QUEUE) || 'default';
+  const list = h('datalist', { id: 'queue-names' });
+  api('GET', queuesPath()).then(ql => list.replaceChildren(...ql.queues.map(q => h('option', { value: q.queue }))), () => {});
+  return h('label', {}, 'Queue', h('input', { name: 'queue', id: 'queue', value: current, list: 'queue-names', required: true }), list);
+}
+
+// queueForm is a page's search bar; submitting it moves to the page's hash
+// with the form's fields as parameters (so the browser's back button works).
+function queueForm(page, params, ...fields) {
+  return h('form', { class: 'bar', onsubmit: ev => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, v] of new FormData(ev.target)) if (v) q.set(k, v);
+    sessionStorage.setItem(QUEUE, q.get('queue'));
+    go('#/' + page + '?' + q);
+  } }, queueField(params), fields, h('button', { type: 'submit', id: 'search' }, 'Show'));
+}
+
+async function tasksPage(view, _, params) {
+  const queue = params.get('queue');
+  const stateSelect = h('select', { name: 'state', id: 'state' }, h('option', { value: '' }, 'any'),
+    STATES.map(s => h('option', { value: s, selected: params.get('state') === s }, s)));
+  view.append(h('h1', {}, 'Tasks'), queueForm('tasks', params,
+    h('label', {}, 'Task ID', h('input', { name: 'id', id: 'task-id', value: params.get('id') || '' })),
+    h('label', {}, 'Idempotency key', h('input', { name: 'key', id: 'idempotency-key', value: params.get('key') || '' })),
+    h('label', {}, 'State', stateSelect)));
+  if (!queue) return;
+  if (params.get('id')) return go('#/task/' + enc(queue) + '/' + enc(params.get('id')));
+  const q = new URLSearchParams({ limit: '50' });
+  if (params.get('key')) q.set('idempotency_key', params.get('key'));
+  else if (params.get('state')) q.set('status', params.get('state'));
+  if (params.get('continue')) q.set('continue', params.get('continue'));
+  const page = await api('GET', queuePath(queue) + '/tasks?' + q);
+  if (page.tasks.length === 0) return view.append(h('p', { id: 'no-tasks' }, 'No task matches.'));
+  view.append(table(['Task', 'Type', 'State', 'Attempt', 'Idempotency key', 'Created'],
+    page.tasks.map(t => h('tr', { 'data-task': t.task_id },
+      h('td', {}, taskLink(queue, t.task_id)), h('td', {}, t.task_type),
+      h('td', { class: 'status-' + t.status }, t.status), h('td', { class: 'num' }, t.attempt + ' / ' + t.max_attempts),
+      h('td', {}, t.idempotency_key || ''), h('td', {}, when(t.created_at))))));
+  if (page.continue) {
+    const next = new URLSearchParams(params);
+    next.set('continue', page.continue);
+    view.append(h('p', {}, h('a', { href: '#/tasks?' + next }, 'Next page')));
+  }
+}
+
+async function taskPage(view, [queue, id]) {
+  const t = await api('GET', queuePath(queue) + '/tasks/' + enc(id));
+  const x = t.execution || {};
+  const field = (k, v) => [h('dt', {}, k), h('dd', { 'data-field': k }, v)];
+  const actions = h('p');
+  if (!TERMINAL.includes(t.status)) {
+    actions.append(h('button', { type: 'button', class: 'danger', onclick: async () => {
+      try { await api('POST', queuePath(queue) + '/tasks/' + enc(id) + '/cancel'); } catch (e) {
+        if (e.status !== 409) return actions.append(h('div', { class: 'error' }, e.message)); // 409: cancel requested
+      }
+      render();
+    } }, 'Cancel task'));
+  }
+  const timeline = h('tbody');
+  const state = h('span', { class: 'note' });
+  view.append(h('h1', {}, 'Task ', t.task_id),
+    h('dl', { class: 'fields' },
+      field('queue', t.namespace + '/' + t.queue), field('type', t.task_type),
+      field('state', h('span', { class: 'status-' + t.status }, t.status)),
+      field('attempt', t.attempt + ' of ' + t.max_attempts + (t.previous_attempts ? ' (' + t.previous_attempts + ' before its requeue)' : '')),
+      field('idempotency key', t.idempotency_key || ''), field('priority', t.priority),
+      field('created', when(t.created_at)), field('available', when(t.available_at)),
+      field('started', when(x.started_at)), field('finished', when(x.finished_at)),
+      field('duration', x.duration_ms !== undefined ? x.duration_ms + ' ms' : ''), field('worker', x.worker_id || ''),
+      field('error', x.error_message ? (x.error_class ? x.error_class + ': ' : '') + x.error_message : '')),
+    actions,
+    h('h2', {}, 'Payload'), h('pre', { id: 'payload' }, json(t.payload)),
+    h('h2', {}, 'Result'), h('pre', { id: 'result' }, t.result !== undefined ? json(t.result) + (t.result_truncated ? '\n(truncated)' : '') : 'none'),
+    h('h2', {}, 'Event timeline ', state),
+    h('p', { class: 'note' }, 'From the oldest event the queue\'s stream keeps (about 10,000 per queue); new events appear live.'),
+    table(['Time', 'Event', 'Attempt'], [timeline]));
+  onLeave(stream(queuePath(queue) + '/events?since=0&task_id=' + enc(id), ev => {
+    timeline.append(h('tr', { 'data-type': ev.type }, h('td', {}, when(ev.ts)), h('td', {}, ev.type), h('td', { class: 'num' }, ev.attempt || '')));
+  }, (s, msg) => { state.textContent = msg ? '(' + s + ': ' + msg + ')' : '(' + s + ')'; }));
+}
+
+async function deadLettersPage(view, _, params) {
+  const queue = params.get('queue');
+  view.append(h('h1', {}, 'Dead letters'), queueForm('dead-letters', params));
+  if (!queue) return;
+  const dl = queuePath(queue) + '/dead-letter';
+  const notice = h('div', { id: 'notice' });
+  const act = (label, path, cls, confirmText) => h('button', { type: 'button', class: cls, onclick: async () => {
+    if (confirmText && !confirm(confirmText)) return;
+    try {
+      await api('POST', path);
+      sessionStorage.setItem('dtq.notice', label + ' done');
+      render();
+    } catch (e) { notice.replaceChildren(h('div', { class: 'error' }, e.message)); }
+  } }, label);
+  const done = sessionStorage.getItem('dtq.notice');
+  sessionStorage.removeItem('dtq.notice');
+  if (done) notice.append(h('p', { class: 'note' }, done + '.'));
+  const list = await api('GET', dl + '?limit=100');
+  view.append(notice);
+  if (list.entries.length === 0) return view.append(h('p', { id: 'no-dead-letters' }, 'No dead letters in ', queue, '.'));
+  view.append(table(['Task', 'Type', 'Failed', 'Attempts', 'Last error', ''],
+    list.entries.map(d => h('tr', { 'data-task': d.task_id },
+      h('td', {}, taskLink(queue, d.task_id)), h('td', {}, d.task_type), h('td', {}, when(d.failed_at)),
+      h('td', { class: 'num' }, d.attempts_made),
+      h('td', {}, (d.last_error_class ? d.last_error_class + ': ' : '') + d.last_error),
+      h('td', {}, act('Requeue', dl + '/' + enc(d.task_id) + '/requeue', 'requeue'), ' ',
+        act('Discard', dl + '/' + enc(d.task_id) + '/discard', 'danger discard', 'Discard the dead letter of task ' + d.task_id + '? The task stays DeadLettered.'))))),
+  h('p', {}, list.count + ' shown (newest first, at most 100). ',
+    act('Purge all', dl + '/purge', 'danger', 'Purge every dead letter of ' + queue + '?')));
+}
+
+async function workersPage(view, _, params) {
+  const queue = params.get('queue');
+  view.append(h('h1', {}, 'Workers'), queueForm('workers', params));
+  if (!queue) return;
+  const box = h('div');
+  view.append(box);
+  await every(5000, box, async () => {
+    const list = await api('GET', queuePath(queue) + '/workers');
+    box.replaceChildren(list.workers.length === 0 ? h('p', {}, 'No live worker on ', queue, '.') :
+      table(['Worker', 'Host', 'Status', 'In flight', 'Concurrency', 'Started', 'Last heartbeat'],
+        list.workers.map(w => h('tr', { 'data-worker': w.worker_id },
+          h('td', {}, w.worker_id), h('td', {}, w.hostname), h('td', {}, w.status),
+          h('td', { class: 'num' }, w.in_flight), h('td', { class: 'num' }, w.concurrency),
+          h('td', {}, when(w.started_at)), h('td', {}, when(w.last_heartbeat))))));
+  });
+}
+
+function eventsPage(view, _, params) {
+  const queue = params.get('queue');
+  view.append(h('h1', {}, 'Live events'), queueForm('events', params));
+  if (!queue) return;
+  const state = h('span', { id: 'feed-state', class: 'note' });
+  const rows = h('tbody');
+  view.append(h('p', {}, 'Events of ', queue, ' from now on, newest first. ', state),
+    h('table', { id: 'feed' }, h('thead', {}, h('tr', {}, ['Time', 'Event', 'Task', 'Attempt'].map(x => h('th', {}, x)))), rows));
+  onLeave(stream(queuePath(queue) + '/events', ev => {
+    rows.prepend(h('tr', { 'data-type': ev.type, 'data-task': ev.task_id || '' },
+      h('td', {}, when(ev.ts)), h('td', { class: 'status-' + ev.type.replace(/^Task/, '') }, ev.type),
+      h('td', {}, ev.task_id ? taskLink(queue, ev.task_id) : ''), h('td', { class: 'num' }, ev.attempt || '')));
+    while (rows.children.length > FEED_ROWS) rows.lastChild.remove();
+  }, (s, msg) => { state.textContent = s + (msg ? ': ' + msg : ''); state.dataset.state = s; }));
+}
+
+// ---- start ----
+
+document.addEventListener('DOMContentLoaded', () => {
+  // kubectl dtq ui opens /ui/#token=<its session secret>: keep it, then drop
+  // it from the address bar and the history.
+  const m = location.hash.match(/^#token=(.+)$/);
+  if (m) {
+    sessionStorage.setItem(TOKEN, decodeURIComponent(m[1]));
+    history.replaceState(null, '', location.pathname + '#/queues');
+  }
+  document.getElementById('namespace').addEventListener('change', ev => {
+    sessionStorage.setItem(NAMESPACE, ev.target.value.trim() || 'default');
+    render();
+  });
+  document.getElementById('logout').addEventListener('click', () => loggedOut('Logged out.'));
+  window.addEventListener('hashchange', render);
+  render();
+});
