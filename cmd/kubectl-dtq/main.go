@@ -16,7 +16,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCommand())
+	root.AddCommand(newDevCommand(), newUICommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "kubectl-dtq:", err)
 		os.Exit(1)

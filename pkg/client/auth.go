@@ -70,10 +70,25 @@ func (f *fileToken) token() (string, error) {
 	return tok, nil
 }
 
-// kubeconfigClient returns hc with its transport wrapped by client-go's
-// authentication for the kubeconfig's current user (token, token file
-// re-read by client-go, exec or auth-provider plugin).
+// kubeconfigClient returns hc with its transport wrapped by
+// KubeconfigTransport.
 func kubeconfigClient(path string, hc *http.Client) (*http.Client, error) {
+	rt, err := KubeconfigTransport(path, hc.Transport)
+	if err != nil {
+		return nil, err
+	}
+	out := *hc
+	out.Transport = rt
+	return &out, nil
+}
+
+// KubeconfigTransport returns base (http.DefaultTransport when nil) wrapped
+// by client-go's authentication for the current user of the kubeconfig at
+// path, or of the default rules when path is empty (token, token file re-read
+// by client-go, exec or auth-provider plugin): every request without an
+// Authorization header gets the user's bearer token. It fails when the user
+// has no way to a token (a client certificate cannot authenticate to the API).
+func KubeconfigTransport(path string, base http.RoundTripper) (http.RoundTripper, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if path != "" {
 		rules.ExplicitPath = path
@@ -85,7 +100,6 @@ func kubeconfigClient(path string, hc *http.Client) (*http.Client, error) {
 	if cfg.BearerToken == "" && cfg.BearerTokenFile == "" && cfg.ExecProvider == nil && cfg.AuthProvider == nil {
 		return nil, errors.New("client: the kubeconfig's user has no token (a client certificate cannot authenticate to the dtq API)")
 	}
-	base := hc.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
@@ -93,7 +107,5 @@ func kubeconfigClient(path string, hc *http.Client) (*http.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: kubeconfig credentials: %w", err)
 	}
-	out := *hc
-	out.Transport = rt
-	return &out, nil
+	return rt, nil
 }

@@ -1,0 +1,175 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dtq-dev/dtq/internal/console"
+	"github.com/dtq-dev/dtq/pkg/client"
+)
+
+type uiFlags struct {
+	apiURL, kubeconfig, address string
+	open                        bool
+}
+
+func newUICommand() *cobra.Command {
+	var f uiFlags
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Open the web console through a local proxy that authenticates with your kubeconfig",
+		Long: `ui serves the dtq API (and its web console under /ui/) on a loopback port and
+forwards every request to the API. A request that carries the proxy's session
+secret as its bearer token is sent with the bearer token of your kubeconfig's
+current user instead (token, token file, exec or auth-provider plugin), so the
+API's authentication and RBAC decide as for kubectl; other requests are
+forwarded unchanged. It prints the console's URL, whose fragment carries the
+secret (the console keeps it in the tab's session storage), opens it in your
+browser (--open), and runs until Ctrl-C.
+
+The API is --api-url, else the URL in .dev/api-url (make dev writes it).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer cancel()
+			return runUI(ctx, f, cmd.OutOrStdout())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.apiURL, "api-url", "", "Base URL of the dtq API (default: the contents of .dev/api-url).")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig whose current user authenticates (default: $KUBECONFIG, then ~/.kube/config).")
+	fl.StringVar(&f.address, "address", "127.0.0.1:0", "Address the proxy listens on (port 0: any free port).")
+	fl.BoolVar(&f.open, "open", true, "Open the console in the default browser.")
+	return cmd
+}
+
+// runUI serves the proxy until ctx ends; it prints the console's URL to out.
+func runUI(ctx context.Context, f uiFlags, out io.Writer) error {
+	if f.apiURL == "" {
+		b, err := os.ReadFile(".dev/api-url")
+		if err != nil {
+			return errors.New("no API URL: pass --api-url (or run from the directory of a make dev stack, whose .dev/api-url names it)")
+		}
+		f.apiURL = strings.TrimSpace(string(b))
+	}
+	creds, err := client.KubeconfigTransport(f.kubeconfig, nil)
+	if err != nil {
+		return err
+	}
+	proxy, err := newUIProxy(f.apiURL, creds)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.address)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	link := "http://" + ln.Addr().String() + console.Path + "#token=" + proxy.secret
+	fmt.Fprintf(out, "dtq ui: console at %s (proxy to %s; Ctrl-C to stop)\n", link, f.apiURL)
+	if f.open {
+		if err := openBrowser(link); err != nil {
+			fmt.Fprintf(out, "dtq ui: could not open a browser (%v): open the URL above\n", err)
+		}
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown) // open event streams end with the timeout
+	return nil
+}
+
+// uiProxy forwards requests to the API; those whose bearer token is the
+// session secret go out with the kubeconfig's credentials instead.
+type uiProxy struct {
+	secret string
+	proxy  *httputil.ReverseProxy
+}
+
+func newUIProxy(apiURL string, creds http.RoundTripper) (*uiProxy, error) {
+	target, err := url.Parse(apiURL)
+	if err != nil || target.Scheme == "" || target.Host == "" {
+		return nil, fmt.Errorf("API URL %q must be absolute (http[s]://host[:port])", apiURL)
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	p := &uiProxy{secret: hex.EncodeToString(b)}
+	p.proxy = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = target.Host
+		},
+		Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Header.Get("Authorization") == "Bearer "+p.secret {
+				r.Header.Del("Authorization") // the kubeconfig's token goes in its place
+				return creds.RoundTrip(r)
+			}
+			return http.DefaultTransport.RoundTrip(r)
+		}),
+		// Events streams are flushed as they come (text/event-stream is
+		// flushed at once anyway).
+		FlushInterval: -1,
+	}
+	return p, nil
+}
+
+func (p *uiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.proxy.ServeHTTP(w, r) }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func openBrowser(link string) error {
+	name := "xdg-open"
+	if runtime.GOOS == "darwin" {
+		name = "open"
+	}
+	cmd := exec.Command(name, link)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
