@@ -25,6 +25,7 @@ const (
 	Fail    = "fail"
 	Counter = "counter"
 	Crash   = "crash"
+	Gate    = "gate"
 )
 
 // CounterKey is the key of the counter name that the counter handler
@@ -47,6 +48,17 @@ end
 return tonumber(redis.call("GET", KEYS[1]) or "0")
 `)
 
+// GateKey is the key whose existence opens the gate handler's gate name for
+// tasks of namespace (a key of the namespace's own, see CounterKey).
+func GateKey(namespace, name string) string {
+	return worker.AppKeyPrefix(namespace) + "gate:" + name
+}
+
+// GatePayload is the gate handler's payload.
+type GatePayload struct {
+	Name string `json:"name"`
+}
+
 // MaxSleep caps the sleep handler.
 const MaxSleep = 10 * time.Minute
 
@@ -67,7 +79,7 @@ type CounterPayload struct {
 	HoldSeconds float64 `json:"holdSeconds,omitempty"`
 }
 
-// Register adds echo, sleep, flaky, fail and counter to mux. rdb is the Redis
+// Register adds echo, sleep, flaky, fail, counter and gate to mux. rdb is the Redis
 // the counter handler increments in.
 func Register(mux *worker.Mux, rdb redis.UniversalClient) {
 	mux.HandleFunc(Echo, func(ctx context.Context, t *worker.Task) (any, error) {
@@ -97,6 +109,24 @@ func Register(mux *worker.Mux, rdb redis.UniversalClient) {
 	mux.HandleFunc(Fail, func(ctx context.Context, t *worker.Task) (any, error) {
 		return nil, errors.New("fail: permanent failure by design")
 	})
+	// gate stands for a downstream service: a retryable failure while its gate
+	// is closed, success once GateKey exists. A task that ran out of attempts
+	// while it was closed succeeds when requeued from the dead letters after
+	// the gate opens.
+	mux.Handle(Gate, worker.Typed(func(ctx context.Context, t *worker.Task, p GatePayload) (any, error) {
+		if p.Name == "" {
+			return nil, fmt.Errorf("%w: gate: name is required", worker.SkipRetry)
+		}
+		ns, _, _ := strings.Cut(t.Queue, "/")
+		open, err := rdb.Exists(ctx, GateKey(ns, p.Name)).Result()
+		if err != nil {
+			return nil, err
+		}
+		if open == 0 {
+			return nil, worker.Retryable(fmt.Errorf("gate: %s is closed", p.Name))
+		}
+		return map[string]any{"gate": p.Name}, nil
+	}))
 	mux.Handle(Counter, worker.Typed(func(ctx context.Context, t *worker.Task, p CounterPayload) (any, error) {
 		if p.Name == "" {
 			return nil, fmt.Errorf("%w: counter: name is required", worker.SkipRetry)

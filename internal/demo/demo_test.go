@@ -30,3 +30,21 @@ func TestCounterIncrementIsIdempotent(t *testing.T) {
 		}
 	}
 }
+
+// The gate handler fails while its gate is closed and succeeds once it opens.
+func TestGate(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	mux := worker.NewMux()
+	Register(mux, rdb)
+	ctx := context.Background()
+	task := &worker.Task{ID: "t1", Type: Gate, Queue: "ns/q", Payload: json.RawMessage(`{"name":"billing"}`)}
+	if _, err := mux.ProcessTask(ctx, task); err == nil {
+		t.Fatal("the gate is closed, yet the task succeeded")
+	}
+	if err := rdb.Set(ctx, GateKey("ns", "billing"), "open", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mux.ProcessTask(ctx, task); err != nil {
+		t.Fatalf("the gate is open, yet the task failed: %v", err)
+	}
+}
