@@ -64,7 +64,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: test
-test: vet envtest redis ## Run every test: unit, Redis integration, envtest integration, end to end.
+test: vet envtest redis chromium ## Run every test: unit, Redis integration, envtest integration, end to end.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(TEST_FLAGS) ./...
 	go test $(TEST_FLAGS) -race $(RACE_PKGS)
 
@@ -150,6 +150,10 @@ envtest: ## Build or reuse kube-apiserver, etcd and kubectl under bin/k8s.
 .PHONY: redis
 redis: ## Make sure redis-server is installed (apt when missing).
 	@hack/redis.sh
+
+.PHONY: chromium
+chromium: ## Make sure Chromium is installed for the console's browser tests (apt when missing).
+	@hack/chromium.sh
 
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE)
