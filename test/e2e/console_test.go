@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -73,7 +74,7 @@ func TestConsole(t *testing.T) {
 	}
 
 	browser := startBrowser(t)
-	tab := newTab(t, browser)
+	tab := browser // the browser's first tab
 	login(t, tab, tok, ns)
 	step(t, tab, "the paused queue's backlog",
 		waitText(`tr[data-queue="backlog"] td[data-field="queued"]`, "3"),
@@ -184,30 +185,37 @@ func login(t *testing.T, tab context.Context, token, ns string) {
 		chromedp.WaitVisible(chromedp.CSS("#page-queues table")))
 }
 
-// step runs actions in tab within a minute; on failure it saves a
-// screenshot of the tab and prints where.
+// step runs actions in tab within a minute; on failure it logs the page's
+// text and address.
 func step(t *testing.T, tab context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab, time.Minute)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
-		shot := filepath.Join(t.TempDir(), "failed.png")
-		if b, serr := chromedp.Run(tab, chromedp.CaptureScreenshot()); serr == nil && os.WriteFile(shot, b, 0o644) == nil {
-			t.Logf("the page at the failure: %s", shot)
-		}
-		t.Fatalf("%s: %v", what, err)
+		dump, cancel := context.WithTimeout(tab, 10*time.Second)
+		defer cancel()
+		page, derr := chromedp.Run(dump, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+		t.Fatalf("%s: %v\nthe page (%v):\n%s", what, err, derr, page)
 	}
 }
 
-// waitText waits until the element of sel has exactly text want.
+// waitText waits until the element of sel has exactly text want. It
+// evaluates through DevTools in a loop: chromedp.Poll compiles its predicate
+// with new Function, which the console's Content-Security-Policy forbids.
 func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 	expr := fmt.Sprintf(`document.querySelector(%s)?.textContent === %s`, strconv.Quote(sel), strconv.Quote(want))
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(0), chromedp.WithPollingInterval(100*time.Millisecond))(ctx, t)
-		if err != nil {
-			err = fmt.Errorf("wait for %s to read %q: %w", sel, want, err)
+		for {
+			ok, err := chromedp.Evaluate[bool](expr)(ctx, t)
+			if err == nil && ok {
+				return chromedp.Void{}, nil
+			}
+			select {
+			case <-ctx.Done():
+				return chromedp.Void{}, fmt.Errorf("wait for %s to read %q: %w", sel, want, context.Cause(ctx))
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
-		return chromedp.Void{}, err
 	}
 }
 
@@ -233,7 +241,12 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 	if dir == "" {
 		return
 	}
-	b, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
+	ctx, cancel := context.WithTimeout(tab, time.Minute)
+	defer cancel()
+	// Headless Chromium paints only the tab in front.
+	_, err := chromedp.Call(ctx, page.BringToFront, cdp.Empty{})
+	must(t, err)
+	b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(dir, "console-"+name+".png"), b, 0o644))
 }
