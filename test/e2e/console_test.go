@@ -48,7 +48,8 @@ const ScreenshotsEnv = "DTQ_CONSOLE_SCREENSHOTS"
 // idempotency key and read its detail, requeue a dead letter once its cause
 // is fixed and watch it succeed in the live feed (in a second tab), discard
 // one, see the workers; then the same console through `kubectl dtq ui`,
-// logged in by the kubeconfig.
+// logged in by the kubeconfig. Each browser has its own sessionStorage, so
+// its own login.
 func TestConsole(t *testing.T) {
 	ns := namespace(t, "console")
 	apiQueue(t, ns, "q", nil)
@@ -73,8 +74,7 @@ func TestConsole(t *testing.T) {
 		}
 	}
 
-	browser := startBrowser(t)
-	tab := browser // the browser's first tab
+	tab := startBrowser(t)
 	login(t, tab, tok, ns)
 	step(t, tab, "the paused queue's backlog",
 		waitText(`tr[data-queue="backlog"] td[data-field="queued"]`, "3"),
@@ -86,13 +86,17 @@ func TestConsole(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS("#queue"), "q"),
 		chromedp.SetValue(chromedp.CSS("#idempotency-key"), "order-1001"),
 		chromedp.Click(chromedp.CSS("#search")),
+		// The key's task alone, not the queue's three tasks.
+		waitJS(`[...document.querySelectorAll("#page-tasks tbody tr")].map(r => r.dataset.task).join() === `+strconv.Quote(order.TaskID)),
 		chromedp.Click(chromedp.CSS(`tr[data-task="`+order.TaskID+`"] a`)),
 		waitText(`dd[data-field="state"]`, "Succeeded"),
 		waitText("#result", "{\n  \"order\": \"1001\"\n}"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-type="TaskSucceeded"]`)))
 	screenshot(t, tab, "task")
 
-	feed := newTab(t, browser)
+	// A second browser rather than a second tab: in this test, actions on a
+	// second tab of the same headless browser stalled.
+	feed := startBrowser(t)
 	login(t, feed, tok, ns)
 	step(t, feed, "open the live feed",
 		chromedp.Click(chromedp.CSS(`#nav a[href="#/events"]`)),
@@ -140,7 +144,7 @@ func TestConsole(t *testing.T) {
 
 	t.Run("kubectl dtq ui", func(t *testing.T) {
 		link := startUIProxy(t)
-		proxied := newTab(t, browser)
+		proxied := feed
 		step(t, proxied, "the console through the proxy, without a login",
 			chromedp.Navigate(link),
 			chromedp.WaitVisible(chromedp.CSS("#page-queues")))
@@ -153,7 +157,7 @@ func TestConsole(t *testing.T) {
 }
 
 // startBrowser starts a headless Chromium for the test (make chromium
-// installs it); it fails the test when there is none.
+// installs it) and returns its tab; it fails the test when there is none.
 func startBrowser(t *testing.T) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.NoSandbox, chromedp.WindowSize(1280, 800))
@@ -165,14 +169,6 @@ func startBrowser(t *testing.T) context.Context {
 		t.Fatalf("start headless Chromium ('make chromium' installs it): %v", err)
 	}
 	return ctx
-}
-
-// newTab opens a tab of browser (its own sessionStorage, so its own login).
-func newTab(t *testing.T, browser context.Context) context.Context {
-	t.Helper()
-	tab, cancel := chromedp.NewContext(browser)
-	t.Cleanup(cancel)
-	return tab
 }
 
 func login(t *testing.T, tab context.Context, token, ns string) {
@@ -191,19 +187,25 @@ func step(t *testing.T, tab context.Context, what string, actions ...chromedp.Ac
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab, time.Minute)
 	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		dump, cancel := context.WithTimeout(tab, 10*time.Second)
-		defer cancel()
-		page, derr := chromedp.Run(dump, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
-		t.Fatalf("%s: %v\nthe page (%v):\n%s", what, err, derr, page)
+	for i, a := range actions {
+		if err := chromedp.Do(ctx, a); err != nil {
+			dump, cancel := context.WithTimeout(tab, 10*time.Second)
+			defer cancel()
+			page, derr := chromedp.Run(dump, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			t.Fatalf("%s, action %d of %d: %v\nthe page (%v):\n%s", what, i+1, len(actions), err, derr, page)
+		}
 	}
 }
 
-// waitText waits until the element of sel has exactly text want. It
-// evaluates through DevTools in a loop: chromedp.Poll compiles its predicate
-// with new Function, which the console's Content-Security-Policy forbids.
+// waitText waits until the element of sel has exactly text want.
 func waitText(sel, want string) chromedp.Action[chromedp.Void] {
-	expr := fmt.Sprintf(`document.querySelector(%s)?.textContent === %s`, strconv.Quote(sel), strconv.Quote(want))
+	return waitJS(fmt.Sprintf(`document.querySelector(%s)?.textContent === %s`, strconv.Quote(sel), strconv.Quote(want)))
+}
+
+// waitJS waits until the JavaScript expression expr is true. It evaluates
+// through DevTools in a loop: chromedp.Poll compiles its predicate with new
+// Function, which the console's Content-Security-Policy forbids.
+func waitJS(expr string) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 		for {
 			ok, err := chromedp.Evaluate[bool](expr)(ctx, t)
@@ -212,7 +214,7 @@ func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 			}
 			select {
 			case <-ctx.Done():
-				return chromedp.Void{}, fmt.Errorf("wait for %s to read %q: %w", sel, want, context.Cause(ctx))
+				return chromedp.Void{}, fmt.Errorf("wait for %s: %w", expr, context.Cause(ctx))
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
@@ -246,7 +248,7 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 	// Headless Chromium paints only the tab in front.
 	_, err := chromedp.Call(ctx, page.BringToFront, cdp.Empty{})
 	must(t, err)
-	b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(dir, "console-"+name+".png"), b, 0o644))
 }

@@ -321,7 +321,7 @@ async function taskPage(view, [queue, id]) {
       field('duration', x.duration_ms !== undefined ? x.duration_ms + ' ms' : ''), field('worker', x.worker_id || ''),
       field('error', x.error_message ? (x.error_class ? x.error_class + ': ' : '') + x.error_message : '')),
     actions,
-    h('h2', {}, 'Payload'), h('pre', { id: 'payload' }, json(t.payload)),
+    h('h2', {}, 'Payload'), h('pre', { id: 'payload' }, t.payload !== undefined ? json(t.payload) : 'not kept (the API drops it once a task succeeded, was cancelled or expired)'),
     h('h2', {}, 'Result'), h('pre', { id: 'result' }, t.result !== undefined ? json(t.result) + (t.result_truncated ? '\n(truncated)' : '') : 'none'),
     h('h2', {}, 'Event timeline ', state),
     h('p', { class: 'note' }, 'From the oldest event the queue\'s stream keeps (about 10,000 per queue); new events appear live.'),
