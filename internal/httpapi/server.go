@@ -112,11 +112,6 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Handle mounts h at pattern (http.ServeMux syntax) beside the API's routes,
-// with the request ID but no authorisation: for content such as a web
-// console that calls the API with the user's own token.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
-
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
