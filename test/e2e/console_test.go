@@ -51,7 +51,7 @@ const ScreenshotsEnv = "DTQ_CONSOLE_SCREENSHOTS"
 // logged in by the kubeconfig. Each browser has its own sessionStorage, so
 // its own login.
 func TestConsole(t *testing.T) {
-	ns := namespace(t, "console")
+	ns := single.namespace(t, "console")
 	apiQueue(t, ns, "q", nil)
 	apiQueue(t, ns, "backlog", func(s *dtqv1alpha1.QueueSpec) { s.Paused = true })
 	tok := adminToken(t)
@@ -113,7 +113,7 @@ func TestConsole(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-task="`+dead[1].TaskID+`"]`)))
 	screenshot(t, tab, "dead-letters")
 
-	must(t, rdb.Set(t.Context(), demo.GateKey(ns, "billing"), "open", 0).Err())
+	must(t, single.rdb.Set(t.Context(), demo.GateKey(ns, "billing"), "open", 0).Err())
 	step(t, tab, "requeue the first",
 		chromedp.Click(chromedp.CSS(requeued+" button.requeue")),
 		waitText("#notice", "Requeue done."),
@@ -174,7 +174,7 @@ func startBrowser(t *testing.T) context.Context {
 func login(t *testing.T, tab context.Context, token, ns string) {
 	t.Helper()
 	step(t, tab, "log in",
-		chromedp.Navigate(stack.APIURL+"/ui/"),
+		chromedp.Navigate(single.stack.APIURL+"/ui/"),
 		chromedp.SetValue(chromedp.CSS("#token"), token),
 		chromedp.SetValue(chromedp.CSS("#login-namespace"), ns),
 		chromedp.Click(chromedp.CSS("#login")),
@@ -259,7 +259,7 @@ func startUIProxy(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
 	must(t, devstack.Build(t.Context(), envtestutil.RepoRoot(), bin, "./cmd/kubectl-dtq"))
-	cmd := exec.Command(filepath.Join(bin, "kubectl-dtq"), "ui", "--api-url", stack.APIURL, "--kubeconfig", stack.Kubeconfig, "--open=false")
+	cmd := exec.Command(filepath.Join(bin, "kubectl-dtq"), "ui", "--api-url", single.stack.APIURL, "--kubeconfig", single.stack.Kubeconfig, "--open=false")
 	out, err := cmd.StdoutPipe()
 	must(t, err)
 	cmd.Stderr = os.Stderr
