@@ -176,6 +176,36 @@ type QueueStats struct {
 	Paused       bool
 }
 
+// QueueMetrics is a queue's backlog by state, read in one script call, and
+// its counters: totals since the queue was first used, kept by the engine
+// scripts in dtq:{ns/q}:stats, so they are the queue's own whichever process
+// (API replica, manager, worker) did the work. The manager exports them
+// (docs/metrics.md).
+type QueueMetrics struct {
+	Queued       [Bands]int64 // entries not yet delivered to a worker, per priority band p0..p9
+	InFlight     int64        // delivered, not yet acknowledged
+	Scheduled    int64        // delayed and retrying tasks in the schedule
+	DeadLettered int64        // dead-letter stream length
+	Paused       bool
+	// OldestQueued is when the oldest entry not yet delivered was added to
+	// its stream (submitted, or promoted when due); zero when none waits.
+	OldestQueued time.Time
+	Counters     Counters
+}
+
+// Counters are a queue's totals. A submission naming the ID of a task that
+// exists (how the operator reads a Task's own task back) is not counted.
+type Counters struct {
+	Accepted   int64          // new tasks written (HTTP 202)
+	Duplicates int64          // replays of a completed or failed idempotency record (HTTP 200)
+	Refused    map[Code]int64 // IDEMPOTENCY_IN_PROGRESS, QUEUE_FULL, PAYLOAD_TOO_LARGE
+	Finished   map[State]int64
+	Retries    int64 // failed attempts scheduled for a retry
+	// Redeliveries counts entries reclaimed from a worker that stopped
+	// heartbeating (after the visibility timeout) and delivered again.
+	Redeliveries int64
+}
+
 // EventType names a lifecycle event on the queue's events stream.
 type EventType string
 

@@ -32,6 +32,7 @@ func (k keys) paused() string                { return k.prefix + "paused" }
 func (k keys) config() string                { return k.prefix + "config" }
 func (k keys) workers() string               { return k.prefix + "workers" }
 func (k keys) worker(id string) string       { return k.prefix + "worker:" + id }
+func (k keys) stats() string                 { return k.prefix + "stats" }
 func (k keys) taskIndex() string             { return k.prefix + "tasks" }
 
 // namespaceQueues is the set of the queue names of namespace ns that

@@ -31,6 +31,16 @@ local function k_stream(band) return P .. "stream:p" .. band end
 local function int(x) return string.format("%d", x) end
 local TERMINAL = {Succeeded = true, Failed = true, DeadLettered = true, Cancelled = true, Expired = true}
 
+-- count adds one to a field of the queue's counters (the stats hash, see
+-- metrics.go). The counts are written once per script call, by flush_counts
+-- when the script ends (see script in Go): one HINCRBY per field, not per task.
+-- A failed HINCRBY loses that count, never the script's work.
+local COUNTS = {}
+local function count(field) COUNTS[field] = (COUNTS[field] or 0) + 1 end
+local function flush_counts()
+  for f, n in pairs(COUNTS) do pcall(redis.call, "HINCRBY", P .. "stats", f, n) end
+end
+
 -- try runs f(...) for one item of a batch: a Redis error fails that item only,
 -- as {"err", message}.
 local function try(f, ...)
@@ -85,6 +95,7 @@ local function finish(id, state, evtype, attempt, ikey, now, nowtxt)
   redis.call("PEXPIRE", tk, task_ttl())
   event(evtype, id, attempt, now)
   idem_update(ikey, id, "failed", nowtxt)
+  count("finished:" .. state)
 end
 
 -- exhaust ends a task whose attempts are used up: DeadLettered (with a
@@ -108,7 +119,9 @@ local function exhaust(id, attempt, ikey, typ, lasterr, class, now, nowtxt)
     event("TaskFailed", id, attempt, now)
   end
   idem_update(ikey, id, "failed", nowtxt)
-  return cfg[1] == "1" and "DeadLettered" or "Failed"
+  local state = cfg[1] == "1" and "DeadLettered" or "Failed"
+  count("finished:" .. state)
+  return state
 end
 -- start_entry decides whether a delivered entry runs (original section 5,
 -- "Pre-execution checks, in order" and "Duplicate absorption"); shared by
@@ -133,6 +146,7 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
     redis.call("XDEL", stream, msgid)
     return {reason, wrote and redis.call("HGETALL", tk) or flat}
   end
+  if reclaimed == "1" then count("redeliveries") end
   if not state then return done("missing") end
   if TERMINAL[state] then return done("terminal") end
   if state == "Retrying" then return done("retrying") end
@@ -217,7 +231,12 @@ local function last_ids()
 end
 `
 
-func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
+// script builds a script from luaLib and body. The body runs as a function,
+// so that whatever return it takes, the counts it made (count in luaLib) are
+// written after it.
+func script(body string) *redis.Script {
+	return redis.NewScript(luaLib + "local function main()\n" + body + "\nend\nlocal reply = main()\nflush_counts()\nreturn reply\n")
+}
 
 // submitBatchScript ingests a batch of tasks, in order, each with the five
 // cases of DESIGN section 4 exactly as if it were submitted alone: a later
@@ -240,13 +259,15 @@ func script(body string) *redis.Script { return redis.NewScript(luaLib + body) }
 // the ID (so it may exist already), "0" when it is fresh random, "1" when a
 // Task CR submits it (the hash gets from_cr, which the orphan sweep reads),
 // else "0", metadata object ("" none).
+// It also adds each item's answer to the queue's counters (dtq:{ns/q}:stats,
+// one HINCRBY per kind of answer in the batch; see metrics.go).
 // Returns {"notfound"} (queue config missing: nothing written) or
 // {"ok", {item reply}...} with one reply per item, one of
 //
 //	{"toolarge", limit}
 //	{"dup", task id, HGETALL task, result|false}   same ID exists, or a replay of a completed/failed record
 //	{"busy", task id}                              record processing
-//	{"full", depth, limit}                         nothing written
+//	{"full", depth, limit}                         nothing written but the count
 //	{"new", state, max attempts, timeout ms}
 //	{"err", message}                               a Redis error in this item only
 //
@@ -344,18 +365,28 @@ local function index_new()
   redis.call("ZADD", KEYS[13], unpack(z))
 end
 
+-- The queue's counters (see count in luaLib) by reply; "dup" counts only a
+-- replay of another task's record, not a submit naming an existing task's ID
+-- (how the operator reads a Task's own task back).
+local COUNTED = {new = "accepted", busy = "refused:IDEMPOTENCY_IN_PROGRESS", full = "refused:QUEUE_FULL",
+  toolarge = "refused:PAYLOAD_TOO_LARGE"}
+local counts = {}
 local out = {}
 for i = 0, (#ARGV - 3) / 13 - 1 do
-  local ok, r = pcall(submit, KEYS[14 + 2 * i], KEYS[15 + 2 * i], 4 + 13 * i)
+  local a = 4 + 13 * i
+  local ok, r = pcall(submit, KEYS[14 + 2 * i], KEYS[15 + 2 * i], a)
   out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
+  local f = ok and (COUNTED[r[1]] or (r[1] == "dup" and r[2] ~= ARGV[a] and "duplicate"))
+  if f then counts[f] = (counts[f] or 0) + 1 end
 end
--- A failure of the event or the index must not fail tasks already written:
--- the resync covers a lost event, and a task missing from the index is only
--- missing from lists.
+-- A failure of the event, the index or a count must not fail tasks already
+-- written: the resync covers a lost event, a task missing from the index is
+-- only missing from lists, and a lost count is only a count.
 if #queued > 0 then
   pcall(redis.call, "XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*", "type", "TaskQueued", "tasks", table.concat(queued, " "), "attempt", 1, "at", now)
   pcall(index_new)
 end
+for f, n in pairs(counts) do pcall(redis.call, "HINCRBY", P .. "stats", f, n) end
 return {"ok", out}
 `)
 
@@ -485,6 +516,7 @@ local function complete(tk, stream, a)
     end
     redis.call("PEXPIRE", tk, cfg[1])
     event("TaskSucceeded", id, attempt, now)
+    count("finished:Succeeded")
     -- No result (the handler returned none): nothing to store.
     if res ~= "" then redis.call("SET", k_result(id), res, "PX", cfg[2]) end
     idem_update(h[6], id, "completed", nowtxt)
@@ -500,6 +532,7 @@ local function complete(tk, stream, a)
       "last_error", errmsg, "error_class", class)
     event("TaskRetryScheduled", id, attempt, now)
     redis.call("ZADD", KEYS[2], due, id)
+    count("retries")
   else
     state = exhaust(id, attempt, h[6], h[7], errmsg, class, now, nowtxt)
   end
@@ -694,4 +727,33 @@ for i = 1, 10 do
 end
 for i = 1, 10 do redis.call("XGROUP", "DELCONSUMER", KEYS[i], "workers", ARGV[2]) end
 return 1
+`)
+
+// queueMetricsScript reads a queue's backlog and counters (read only). Per
+// band, the entries not yet delivered are those after the group's
+// last-delivered-id: their count is XLEN minus the group's pending entries
+// (acknowledged entries are deleted), and the first of them is the oldest.
+//
+// KEYS[1..10] streams p0..p9, KEYS[11] schedule, KEYS[12] dead-letter,
+// KEYS[13] paused, KEYS[14] stats. No ARGV.
+// Returns {{XLEN, pending, ID of the oldest undelivered entry or ""} per band,
+// ZCARD schedule, XLEN dead-letter, EXISTS paused, HGETALL stats}.
+var queueMetricsScript = redis.NewScript(`
+local bands = {}
+for i = 1, 10 do
+  local len, pending, oldest = redis.call("XLEN", KEYS[i]), 0, ""
+  if len > 0 then
+    local last = "0-0"
+    for _, g in ipairs(redis.call("XINFO", "GROUPS", KEYS[i])) do
+      local f = {}
+      for j = 1, #g, 2 do f[g[j]] = g[j + 1] end
+      if f.name == "workers" then pending, last = f.pending, f["last-delivered-id"] end
+    end
+    local r = redis.call("XRANGE", KEYS[i], "(" .. last, "+", "COUNT", 1)
+    if r[1] then oldest = r[1][1] end
+  end
+  bands[i] = {len, pending, oldest}
+end
+return {bands, redis.call("ZCARD", KEYS[11]), redis.call("XLEN", KEYS[12]), redis.call("EXISTS", KEYS[13]),
+  redis.call("HGETALL", KEYS[14])}
 `)

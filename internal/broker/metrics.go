@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Fields of a queue's counters hash (dtq:{ns/q}:stats), written by the
+// scripts: "accepted", "duplicate", "refused:<code>", "finished:<state>",
+// "retries", "redeliveries".
+const (
+	statAccepted     = "accepted"
+	statDuplicate    = "duplicate"
+	statRefused      = "refused:"
+	statFinished     = "finished:"
+	statRetries      = "retries"
+	statRedeliveries = "redeliveries"
+)
+
+// QueueMetrics reads q's backlog by state and its counters in one script call
+// (on the auto-pipeliner, so concurrent calls for many queues share round
+// trips). A queue that was never used reads as zeros.
+func (b *Broker) QueueMetrics(ctx context.Context, q QueueRef) (QueueMetrics, error) {
+	k := keysFor(q)
+	keys := append(k.streams(), k.schedule(), k.deadLetter(), k.paused(), k.stats())
+	v, err := queueMetricsScript.Run(ctx, b.fast, keys).Slice()
+	if err != nil {
+		return QueueMetrics{}, fmt.Errorf("broker: metrics of %s: %w", q, err)
+	}
+	if len(v) != 5 {
+		return QueueMetrics{}, fmt.Errorf("broker: metrics of %s: unexpected reply %v", q, v)
+	}
+	var m QueueMetrics
+	bands, _ := v[0].([]any)
+	for i, x := range bands {
+		f, _ := x.([]any)
+		if i >= Bands || len(f) != 3 {
+			return QueueMetrics{}, fmt.Errorf("broker: metrics of %s: unexpected band %v", q, x)
+		}
+		length, pending := num(f[0]), num(f[1])
+		m.Queued[i] = length - pending
+		m.InFlight += pending
+		if at := entryTime(str(f[2])); !at.IsZero() && (m.OldestQueued.IsZero() || at.Before(m.OldestQueued)) {
+			m.OldestQueued = at
+		}
+	}
+	m.Scheduled, m.DeadLettered, m.Paused = num(v[1]), num(v[2]), num(v[3]) == 1
+	m.Counters = countersOf(hashMap(v[4]))
+	return m, nil
+}
+
+// countersOf parses the stats hash.
+func countersOf(h map[string]string) Counters {
+	c := Counters{Refused: map[Code]int64{}, Finished: map[State]int64{}}
+	for f, v := range h {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch {
+		case f == statAccepted:
+			c.Accepted = n
+		case f == statDuplicate:
+			c.Duplicates = n
+		case f == statRetries:
+			c.Retries = n
+		case f == statRedeliveries:
+			c.Redeliveries = n
+		case strings.HasPrefix(f, statRefused):
+			c.Refused[Code(strings.TrimPrefix(f, statRefused))] = n
+		case strings.HasPrefix(f, statFinished):
+			c.Finished[State(strings.TrimPrefix(f, statFinished))] = n
+		}
+	}
+	return c
+}
+
+// entryTime is the time a stream entry ID (<ms>-<seq>) was added; zero for "".
+func entryTime(id string) time.Time {
+	ms, _, ok := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}
+
+func num(v any) int64 {
+	n, _ := strconv.ParseInt(str(v), 10, 64)
+	return n
+}
