@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
@@ -50,6 +51,7 @@ type Engine interface {
 	PromoteDueMany(ctx context.Context, qs []broker.QueueRef, limit int) []broker.Promotion
 	TaskCRTasks(ctx context.Context, q broker.QueueRef) ([]string, error)
 	DeleteQueue(ctx context.Context, q broker.QueueRef) (int, error)
+	QueueMetrics(ctx context.Context, q broker.QueueRef) (broker.QueueMetrics, error)
 }
 
 // Defaults of Options.
@@ -154,9 +156,11 @@ func hasLabel(key string) labels.Requirement {
 }
 
 // Setup registers the dtq controllers and runnables with mgr: the Queue and
-// Task reconcilers, the namespaces' Redis users (with Workers.Isolation), and
-// the leader-elected per-queue loops (status syncer and delay/retry
-// scheduler). rdb is the queues' Redis. mgr's cache must use CacheOptions.
+// Task reconcilers, the namespaces' Redis users (with Workers.Isolation), the
+// leader-elected per-queue loops (status syncer and delay/retry scheduler),
+// and the per-queue metrics on controller-runtime's registry (served on the
+// manager's metrics endpoint). rdb is the queues' Redis. mgr's cache must use
+// CacheOptions.
 func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 	opts = opts.withDefaults(rdb)
 	if err := setupIndexes(context.Background(), mgr); err != nil {
@@ -194,6 +198,12 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 	}
 	if err := mgr.Add(loops); err != nil {
 		return fmt.Errorf("add queue loops: %w", err)
+	}
+	qc := &queueCollector{reader: mgr.GetClient(), engine: opts.Engine, clock: opts.Clock, elected: mgr.Elected()}
+	// The last manager set up in a process exports (tests set up several).
+	ctrlmetrics.Registry.Unregister(qc)
+	if err := ctrlmetrics.Registry.Register(qc); err != nil {
+		return fmt.Errorf("register queue metrics: %w", err)
 	}
 	return nil
 }
