@@ -77,19 +77,19 @@ var _ = Describe("Queue metrics", func() {
 		Expect(err).To(MatchError(broker.ErrIdempotencyInProgress))
 
 		want := map[string]float64{
-			"dtq_queue_in_flight_tasks{queue=jobs}":                                       0,
-			"dtq_queue_scheduled_tasks{queue=jobs}":                                       0,
-			"dtq_queue_dead_lettered_tasks{queue=jobs}":                                   0,
-			"dtq_queue_paused{queue=jobs}":                                                0,
-			"dtq_queue_workers_desired{queue=jobs}":                                       1,
-			"dtq_queue_workers_ready{queue=jobs}":                                         1,
-			"dtq_queue_submissions_total{queue=jobs,result=accepted}":                     3,
-			"dtq_queue_submissions_total{queue=jobs,result=duplicate}":                    0,
+			"dtq_queue_in_flight_tasks{queue=jobs}":                                        0,
+			"dtq_queue_scheduled_tasks{queue=jobs}":                                        0,
+			"dtq_queue_dead_lettered_tasks{queue=jobs}":                                    0,
+			"dtq_queue_paused{queue=jobs}":                                                 0,
+			"dtq_queue_workers_desired{queue=jobs}":                                        1,
+			"dtq_queue_workers_ready{queue=jobs}":                                          1,
+			"dtq_queue_submissions_total{queue=jobs,result=accepted}":                      3,
+			"dtq_queue_submissions_total{queue=jobs,result=duplicate}":                     0,
 			"dtq_queue_submissions_refused_total{code=IDEMPOTENCY_IN_PROGRESS,queue=jobs}": 1,
 			"dtq_queue_submissions_refused_total{code=QUEUE_FULL,queue=jobs}":              0,
 			"dtq_queue_submissions_refused_total{code=PAYLOAD_TOO_LARGE,queue=jobs}":       0,
-			"dtq_queue_retries_total{queue=jobs}":                                         0,
-			"dtq_queue_redeliveries_total{queue=jobs}":                                    0,
+			"dtq_queue_retries_total{queue=jobs}":                                          0,
+			"dtq_queue_redeliveries_total{queue=jobs}":                                     0,
 		}
 		for p := range broker.Bands {
 			want["dtq_queue_queued_tasks{priority="+string(rune('0'+p))+",queue=jobs}"] = 0
