@@ -23,26 +23,35 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+	uberzap "go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/controllers"
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
@@ -56,48 +65,80 @@ func init() {
 	utilruntime.Must(dtqv1alpha1.AddToScheme(scheme))
 }
 
-func main() {
-	var (
-		metricsAddr, probeAddr, redisURL string
-		workerImage, workerRedisURL      string
-		workerRedisSecret                string
-		leaderElect, secureMetrics       bool
-		routineEvents, isolation         bool
-		allowEviction                    bool
-		qps                              float64
-		burst                            int
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
+// options are the manager's command-line flags.
+type options struct {
+	metricsAddr, probeAddr, redisURL string
+	metricsCertPath                  string
+	metricsCertName, metricsCertKey  string
+	workerImage, workerRedisURL      string
+	workerRedisSecret                string
+	leaderElect, secureMetrics       bool
+	routineEvents, isolation         bool
+	allowEviction                    bool
+	qps                              float64
+	burst                            int
+	zap                              zap.Options
+}
+
+// bindFlags defines the manager's flags on fs.
+func bindFlags(fs *flag.FlagSet) *options {
+	o := &options{zap: zapOptions()}
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint (:8443 HTTPS, :8080 HTTP, 0 disables).")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one manager reconciles at a time.")
-	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorisation.")
-	flag.StringVar(&redisURL, "redis-url", envOr("DTQ_REDIS_URL", "redis://localhost:6379/0"),
+	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorisation.")
+	fs.StringVar(&o.metricsCertPath, "metrics-cert-path", "",
+		"Directory holding the metrics server's certificate and key (e.g. a cert-manager Secret); empty: a self-signed certificate.")
+	fs.StringVar(&o.metricsCertName, "metrics-cert-name", "tls.crt", "File name of the metrics server certificate in --metrics-cert-path.")
+	fs.StringVar(&o.metricsCertKey, "metrics-cert-key", "tls.key", "File name of the metrics server key in --metrics-cert-path.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so only one manager reconciles at a time.")
+	fs.StringVar(&o.redisURL, "redis-url", envOr("DTQ_REDIS_URL", "redis://localhost:6379/0"),
 		"Redis URL: redis://[user:pass@]host:port/db for one node, redis+cluster://host:port?addr=host:port for a cluster, "+
 			"redis+sentinel://host:port/db?master_name=name&addr=host:port for Sentinel (rediss... for TLS; docs/redis.md); env DTQ_REDIS_URL. "+
 			"DTQ_REDIS_USERNAME, DTQ_REDIS_PASSWORD or DTQ_REDIS_PASSWORD_FILE, and DTQ_REDIS_CA_FILE override its credentials and CA.")
-	flag.StringVar(&workerImage, "worker-image", controllers.DefaultWorkerImage,
+	fs.StringVar(&o.workerImage, "worker-image", controllers.DefaultWorkerImage,
 		"Image of worker pods whose Queue's template has no containers.")
-	flag.StringVar(&workerRedisURL, "worker-redis-url", "",
+	fs.StringVar(&o.workerRedisURL, "worker-redis-url", "",
 		"DTQ_REDIS_URL given to worker pods, any form --redis-url takes (default: --redis-url without its credentials); it must hold no password.")
-	flag.BoolVar(&isolation, "redis-isolation", true,
+	fs.BoolVar(&o.isolation, "redis-isolation", true,
 		"Give each namespace's workers a Redis ACL user of their own, allowed only that namespace's keys (needs Redis 6+ and "+
 			"a manager Redis user allowed the ACL command). Off, workers share one identity and every Queue says so in its RedisIsolated condition.")
-	flag.StringVar(&workerRedisSecret, "worker-redis-secret", "",
+	fs.StringVar(&o.workerRedisSecret, "worker-redis-secret", "",
 		"<secret>/<key> in each Queue's namespace holding the workers' Redis URL; overrides --worker-redis-url.")
-	flag.BoolVar(&routineEvents, "routine-task-events", false,
+	fs.BoolVar(&o.routineEvents, "routine-task-events", false,
 		"Also emit the Normal Submitted and Succeeded Events of every Task (each Event is an API write).")
-	flag.BoolVar(&allowEviction, "allow-redis-eviction", false,
+	fs.BoolVar(&o.allowEviction, "allow-redis-eviction", false,
 		"Start even when Redis's maxmemory-policy is not noeviction (Redis may then evict idempotency records or tasks: duplicate runs and lost tasks follow).")
-	flag.Float64Var(&qps, "kube-api-qps", 100, "Queries per second to the API server (client-go's default of 20 would cap the CR path at about 20 tasks/s).")
-	flag.IntVar(&burst, "kube-api-burst", 200, "Burst of queries to the API server.")
-	opts := zap.Options{Development: true}
-	opts.BindFlags(flag.CommandLine)
+	fs.Float64Var(&o.qps, "kube-api-qps", 100, "Queries per second to the API server (client-go's default of 20 would cap the CR path at about 20 tasks/s).")
+	fs.IntVar(&o.burst, "kube-api-burst", 200, "Burst of queries to the API server.")
+	o.zap.BindFlags(fs)
+	return o
+}
+
+// zapOptions are the log defaults: JSON lines at info with the keys of
+// internal/logging (time, level, msg), and no stack trace on error lines (a
+// Redis outage is not a bug); --zap-devel switches to the console format.
+func zapOptions() zap.Options {
+	stack := uberzap.NewAtomicLevelAt(zapcore.PanicLevel)
+	return zap.Options{
+		StacktraceLevel: &stack,
+		TimeEncoder:     zapcore.RFC3339NanoTimeEncoder,
+		EncoderConfigOptions: []zap.EncoderConfigOption{func(c *zapcore.EncoderConfig) {
+			c.TimeKey = "time"
+		}},
+	}
+}
+
+func main() {
+	o := bindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := zap.New(zap.UseFlagOptions(&o.zap))
+	ctrl.SetLogger(log)
+	klog.SetLogger(log.WithName("client-go"))
+	redis.SetLogger(logging.Printer(slog.New(logr.ToSlogHandler(log))))
 
 	conn := redisconn.FromEnv()
-	conn.URL = redisURL
+	conn.URL = o.redisURL
 	rdb, err := connectRedis(conn)
 	if err != nil {
 		setupLog.Error(err, "Redis is unreachable; start it or pass --redis-url / DTQ_REDIS_URL")
@@ -105,28 +146,42 @@ func main() {
 	}
 	topology, _ := conn.Topology()
 	setupLog.Info("Connected to Redis", "topology", topology)
-	if err := checkRedis(rdb, allowEviction); err != nil {
+	if err := checkRedis(rdb, o.allowEviction); err != nil {
 		setupLog.Error(err, "Redis is not fit for dtq; fix the setting, or pass --allow-redis-eviction to start anyway")
 		os.Exit(1)
 	}
 
+	if err := redisconn.Instrument(rdb, ctrlmetrics.Registry); err != nil {
+		setupLog.Error(err, "Failed to register Redis metrics")
+		os.Exit(1)
+	}
+
 	metricsOpts := metricsserver.Options{
-		BindAddress:   metricsAddr,
-		SecureServing: secureMetrics,
+		BindAddress:   o.metricsAddr,
+		SecureServing: o.secureMetrics,
 		// HTTP/2 stays off: Rapid Reset and Stream Cancellation CVEs.
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 	}
-	if secureMetrics {
+	if o.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	var certWatcher *certwatcher.CertWatcher
+	if o.metricsCertPath != "" {
+		certWatcher, err = certwatcher.New(filepath.Join(o.metricsCertPath, o.metricsCertName), filepath.Join(o.metricsCertPath, o.metricsCertKey))
+		if err != nil {
+			setupLog.Error(err, "Failed to load the metrics certificate", "path", o.metricsCertPath)
+			os.Exit(1)
+		}
+		metricsOpts.TLSOpts = append(metricsOpts.TLSOpts, func(c *tls.Config) { c.GetCertificate = certWatcher.GetCertificate })
+	}
 	restCfg := ctrl.GetConfigOrDie()
-	restCfg.QPS, restCfg.Burst = float32(qps), burst
+	restCfg.QPS, restCfg.Burst = float32(o.qps), o.burst
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         controllers.CacheOptions(),
 		Metrics:                       metricsOpts,
-		HealthProbeBindAddress:        probeAddr,
-		LeaderElection:                leaderElect,
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              "manager.dtq.dev",
 		LeaderElectionReleaseOnCancel: true,
 	})
@@ -134,20 +189,26 @@ func main() {
 		setupLog.Error(err, "Failed to create manager")
 		os.Exit(1)
 	}
-	workers := controllers.WorkerOptions{Image: workerImage, Isolation: isolation}
-	if workers.RedisURL, err = workersRedisURL(redisURL, workerRedisURL); err != nil {
+	if certWatcher != nil {
+		if err := mgr.Add(certWatcher); err != nil {
+			setupLog.Error(err, "Failed to add the metrics certificate watcher")
+			os.Exit(1)
+		}
+	}
+	workers := controllers.WorkerOptions{Image: o.workerImage, Isolation: o.isolation}
+	if workers.RedisURL, err = workersRedisURL(o.redisURL, o.workerRedisURL); err != nil {
 		setupLog.Error(err, "Bad --worker-redis-url")
 		os.Exit(1)
 	}
-	if workerRedisSecret != "" {
-		name, key, ok := strings.Cut(workerRedisSecret, "/")
+	if o.workerRedisSecret != "" {
+		name, key, ok := strings.Cut(o.workerRedisSecret, "/")
 		if !ok || name == "" || key == "" {
-			setupLog.Error(nil, "--worker-redis-secret must be <secret>/<key>", "value", workerRedisSecret)
+			setupLog.Error(nil, "--worker-redis-secret must be <secret>/<key>", "value", o.workerRedisSecret)
 			os.Exit(1)
 		}
 		workers.RedisSecretName, workers.RedisSecretKey = name, key
 	}
-	if err := controllers.Setup(mgr, rdb, controllers.Options{Workers: workers, RoutineTaskEvents: routineEvents}); err != nil {
+	if err := controllers.Setup(mgr, rdb, controllers.Options{Workers: workers, RoutineTaskEvents: o.routineEvents}); err != nil {
 		setupLog.Error(err, "Failed to set up controllers")
 		os.Exit(1)
 	}

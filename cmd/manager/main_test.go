@@ -16,7 +16,13 @@ limitations under the License.
 
 package main
 
-import "testing"
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
 
 // No Redis password reaches a worker Deployment through DTQ_REDIS_URL.
 func TestWorkersRedisURL(t *testing.T) {
@@ -41,5 +47,36 @@ func TestWorkersRedisURL(t *testing.T) {
 				t.Fatalf("workersRedisURL(%q, %q) = %q, %v; want %q, error %v", tc.manager, tc.worker, got, err, tc.want, tc.err)
 			}
 		})
+	}
+}
+
+// Every flag the manifests in config/manager and config/default pass to the
+// manager (arguments and patches adding arguments) is one the manager defines:
+// a flag it does not know makes it exit at start.
+func TestConfigPassesOnlyKnownFlags(t *testing.T) {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	bindFlags(fs)
+	arg := regexp.MustCompile(`(?m)^\s*(?:-|value:)\s+--([a-z][a-z0-9-]*)`)
+	seen := 0
+	for _, dir := range []string{"manager", "default"} {
+		files, err := filepath.Glob(filepath.Join("..", "..", "config", dir, "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range arg.FindAllSubmatch(data, -1) {
+				seen++
+				if fs.Lookup(string(m[1])) == nil {
+					t.Errorf("%s passes --%s, which the manager does not define", f, m[1])
+				}
+			}
+		}
+	}
+	if seen < 4 { // --leader-elect, --health-probe-bind-address, --metrics-bind-address, --metrics-cert-path
+		t.Fatalf("found only %d flags in config/: is the pattern still right?", seen)
 	}
 }

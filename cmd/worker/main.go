@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 	"github.com/dtq-dev/dtq/pkg/worker"
 	"github.com/dtq-dev/dtq/pkg/worker/metricsauth"
@@ -46,7 +47,7 @@ sets its environment (docs/worker.md):
   DTQ_VISIBILITY_TIMEOUT   e.g. 30s; DTQ_HEARTBEAT_INTERVAL, e.g. 5s; DTQ_DRAIN_TIMEOUT, e.g. 30s
   DTQ_WORKER_ID            consumer name (default $POD_NAME, else hostname-<random>)
   DTQ_METRICS_ADDR         /metrics, /healthz, /readyz (default :8080; 0 disables)
-  DTQ_LOG_LEVEL            debug, info, warn, error
+  DTQ_LOG_LEVEL            debug, info (default), warn, error; logs are JSON lines
 `
 
 func main() {
@@ -66,6 +67,7 @@ func run() error {
 	if cfg.MetricsMiddleware, err = metricsauth.FromEnv(logr.FromSlogHandler(cfg.Logger.Handler())); err != nil {
 		return err
 	}
+	redis.SetLogger(logging.Printer(cfg.Logger))
 	mux := worker.NewMux()
 	srv, err := worker.NewServer(cfg, mux)
 	if err != nil {

@@ -81,7 +81,6 @@ func startWorker(t *testing.T, srv *redistest.Server, o workertest.Options, id s
 		"DTQ_DRAIN_TIMEOUT="+o.DrainTimeout.String(),
 		"DTQ_WORKER_ID="+id,
 		"DTQ_METRICS_ADDR=0",
-		"DTQ_LOG_LEVEL=info",
 	)
 	cmd.Env = append(cmd.Env, extra...)
 	p := &proc{cmd: cmd, out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
@@ -98,6 +97,21 @@ func startWorker(t *testing.T, srv *redistest.Server, o workertest.Options, id s
 		}
 	})
 	return p
+}
+
+// jsonLines parses a worker's output, failing on a line that is not a JSON
+// object with time, level and msg.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m["time"] == nil || m["level"] == nil || m["msg"] == nil {
+			t.Fatalf("log line %q is not a JSON object with time, level and msg (%v)", l, err)
+		}
+		lines = append(lines, m)
+	}
+	return lines
 }
 
 func options() workertest.Options {
@@ -298,6 +312,18 @@ func TestSIGTERMDrainLosesNothing(t *testing.T) {
 		t.Fatalf("worker a exit: %v", a.err)
 	}
 	t.Logf("worker a drained in %s", time.Since(sent))
+	// With no DTQ_LOG_LEVEL set, the log is JSON lines at info, each with the
+	// worker's namespace, queue and worker_id.
+	msgs := map[string]bool{}
+	for _, line := range jsonLines(t, a.out.String()) {
+		msgs[line["msg"].(string)] = true
+		if line["level"] == "debug" || line["namespace"] != o.Namespace || line["queue"] != o.Queue || line["worker_id"] != "drain-a" {
+			t.Errorf("log line %v: want level info or above, namespace %s, queue %s, worker_id drain-a", line, o.Namespace, o.Queue)
+		}
+	}
+	if !msgs["Worker ready"] || !msgs["Draining"] || !msgs["Worker stopped"] {
+		t.Errorf("log messages %v lack Worker ready, Draining, Worker stopped", msgs)
+	}
 
 	byA, queued := 0, 0
 	for id := range ids {

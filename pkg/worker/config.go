@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
@@ -29,7 +30,7 @@ const (
 	EnvDrainTimeout      = "DTQ_DRAIN_TIMEOUT"      // Go duration, default 30s
 	EnvWorkerID          = "DTQ_WORKER_ID"          // default $POD_NAME, else hostname-<8 hex>
 	EnvMetricsAddr       = "DTQ_METRICS_ADDR"       // default ":8080"; "0" disables
-	EnvLogLevel          = "DTQ_LOG_LEVEL"          // debug, info (default), warn, error
+	EnvLogLevel          = logging.EnvLevel         // debug, info (default), warn, error
 )
 
 // Defaults.
@@ -67,7 +68,9 @@ type Config struct {
 	// Kubernetes authentication of package metricsauth.
 	MetricsMiddleware func(http.Handler) (http.Handler, error)
 
-	Logger *slog.Logger // default slog.Default()
+	// Logger receives the server's logs; default slog.Default(). ConfigFromEnv
+	// sets dtq's JSON logger at DTQ_LOG_LEVEL (docs/observability.md).
+	Logger *slog.Logger
 }
 
 // ConfigFromEnv reads the DTQ_* variables (see the Env* constants).
@@ -111,13 +114,10 @@ func ConfigFromEnv() (Config, error) {
 	dur(EnvVisibilityTimeout, &c.VisibilityTimeout)
 	dur(EnvHeartbeatInterval, &c.HeartbeatInterval)
 	dur(EnvDrainTimeout, &c.DrainTimeout)
-	if lvl := os.Getenv(EnvLogLevel); lvl != "" {
-		var l slog.Level
-		if err := l.UnmarshalText([]byte(lvl)); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", EnvLogLevel, err))
-		} else {
-			c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
-		}
+	if log, err := logging.FromEnv(); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.Logger = log
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err

@@ -21,7 +21,11 @@ func (s *Server) process(e *execution) {
 	d := e.d
 	// Built only when something is logged: With formats its attributes at
 	// once, a cost per task that the hot path does not need.
-	log := func() *slog.Logger { return s.log.With("task_id", d.TaskID, "message_id", d.MessageID) }
+	// attempt is the entry's until Start says which attempt runs.
+	attempt := d.Attempt
+	log := func() *slog.Logger {
+		return s.log.With("task_id", d.TaskID, "attempt", attempt, "message_id", d.MessageID)
+	}
 	var sr broker.StartResult
 	if e.started != nil {
 		sr = *e.started
@@ -30,7 +34,7 @@ func (s *Server) process(e *execution) {
 		return err
 	}); err != nil {
 		// The entry stays pending; it is reclaimed after the visibility timeout.
-		log().Warn("start", "err", err)
+		log().Warn("Start", "error", err)
 		return
 	}
 	if !sr.Run {
@@ -38,7 +42,8 @@ func (s *Server) process(e *execution) {
 		return
 	}
 	ti := sr.Task
-	lbl := []string{s.qname, s.types.of(ti.Type)}
+	attempt = ti.Attempt
+	lbl := []string{s.q.Namespace, s.q.Name, s.types.of(ti.Type)}
 	timeout := ti.Timeout
 	if timeout <= 0 {
 		timeout = s.defaultTimeout
@@ -59,7 +64,7 @@ func (s *Server) process(e *execution) {
 		// a crash. A peer reclaims it after the visibility timeout and runs
 		// it as attempt+1.
 		s.mu.Unlock()
-		log().Warn("drain budget exhausted or lease lost before the handler ran; left for redelivery", "attempt", ti.Attempt)
+		log().Warn("Drain budget exhausted or lease lost before the handler ran; left for redelivery")
 		return
 	}
 	e.cancel = cancel
@@ -87,13 +92,13 @@ func (s *Server) process(e *execution) {
 	case errors.Is(cause, errInterrupted):
 		// Never acknowledge interrupted work: the entry stays pending and is
 		// redelivered (attempt+1) after the visibility timeout.
-		log().Warn("handler interrupted by drain; left for redelivery", "attempt", task.Attempt)
+		log().Warn("Handler interrupted by drain; left for redelivery")
 		return
 	case errors.Is(cause, errLeaseLost) && herr != nil:
 		// Stopped because a peer runs (or may run) the task: its failure is
 		// ours, not the task's. A handler that finished anyway is completed
 		// below, and the engine's fencing decides whether it still counts.
-		log().Warn("handler stopped: lease lost; left to the redelivery", "attempt", task.Attempt)
+		log().Warn("Handler stopped: lease lost; left to the redelivery")
 		return
 	}
 	var out broker.Outcome
@@ -123,12 +128,15 @@ func (s *Server) process(e *execution) {
 		return err
 	})
 	if errors.Is(err, broker.ErrStaleExecution) {
-		log().Warn("completion not recorded: another worker took the task over", "attempt", task.Attempt, "state", string(state))
+		log().Warn("Completion not recorded: another worker took the task over", "state", string(state))
 		return
 	}
 	if err != nil {
-		log().Error("complete; the entry stays pending and will be redelivered", "err", err)
+		log().Error("Complete failed; the entry stays pending and will be redelivered", "error", err)
 		return
+	}
+	if !ti.AvailableAt.IsZero() {
+		s.m.latency.WithLabelValues(lbl...).Observe(max(0, time.Since(ti.AvailableAt).Seconds()))
 	}
 	switch state {
 	case broker.StateSucceeded:
@@ -142,10 +150,10 @@ func (s *Server) process(e *execution) {
 		s.m.cancelled.WithLabelValues(lbl...).Inc()
 	}
 	if out.Err != "" {
-		log().Info("task attempt failed", "type", ti.Type, "attempt", task.Attempt, "class", out.ErrorClass,
-			"retryable", out.Retryable, "state", string(state), "err", out.Err)
+		log().Info("Task attempt failed", "task_type", ti.Type, "class", out.ErrorClass,
+			"retryable", out.Retryable, "state", string(state), "error", out.Err)
 	} else if s.log.Enabled(context.Background(), slog.LevelDebug) {
-		log().Debug("task done", "type", ti.Type, "attempt", task.Attempt, "state", string(state))
+		log().Debug("Task done", "task_type", ti.Type, "state", string(state))
 	}
 }
 
@@ -162,7 +170,7 @@ func (s *Server) invoke(ctx context.Context, t *Task) (any, error) {
 	go func() {
 		defer func() {
 			if r := recover(); r != nil {
-				s.log.Error("handler panicked", "task_id", t.ID, "type", t.Type, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				s.log.Error("Handler panicked", "task_id", t.ID, "attempt", t.Attempt, "task_type", t.Type, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 				ch <- handlerResult{err: fmt.Errorf("%w: %v", ErrPanic, r)}
 			}
 		}()
@@ -184,7 +192,7 @@ func (s *Server) invoke(ctx context.Context, t *Task) (any, error) {
 		}
 		return r.v, r.err
 	case <-t0.C:
-		s.log.Warn("handler ignored its context; abandoned", "task_id", t.ID, "type", t.Type)
+		s.log.Warn("Handler ignored its context; abandoned", "task_id", t.ID, "attempt", t.Attempt, "task_type", t.Type)
 		return nil, context.Cause(ctx)
 	}
 }

@@ -66,12 +66,12 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 			ds, err := s.b.Reclaim(ctx, s.q, s.cfg.WorkerID, s.cfg.VisibilityTimeout, n)
 			cancel()
 			if err != nil {
-				s.log.Warn("reclaim", "err", err)
+				s.log.Warn("Reclaim", "error", err)
 			}
 			if len(ds) > 0 {
 				es := make([]*execution, len(ds))
 				for i, d := range ds {
-					s.log.Info("reclaimed entry", "task_id", d.TaskID, "entry_attempt", d.Attempt)
+					s.log.Info("Reclaimed entry", "task_id", d.TaskID, "attempt", d.Attempt)
 					es[i] = &execution{d: d, fresh: sent}
 				}
 				s.dispatchAll(es, n)
@@ -84,7 +84,7 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 		cancel()
 		if err != nil {
 			s.release(n)
-			s.log.Warn("read", "err", err)
+			s.log.Warn("Read", "error", err)
 			if !sleepStop(stop, bo.next()) {
 				return
 			}
@@ -128,7 +128,7 @@ func (s *Server) dispatchStarted(ss []broker.Started, n int, fresh time.Time) {
 		switch {
 		case st.Err != nil:
 			// The entry stays pending; it is reclaimed after the visibility timeout.
-			s.log.Warn("start", "task_id", st.TaskID, "message_id", st.MessageID, "err", st.Err)
+			s.log.Warn("Start", "task_id", st.TaskID, "attempt", st.Attempt, "message_id", st.MessageID, "error", st.Err)
 		case !st.Run:
 			s.notRun(st.Delivery, st.StartResult)
 		default:
@@ -139,9 +139,9 @@ func (s *Server) dispatchStarted(ss []broker.Started, n int, fresh time.Time) {
 }
 
 func (s *Server) notRun(d broker.Delivery, sr broker.StartResult) {
-	s.log.Debug("entry not run", "task_id", d.TaskID, "message_id", d.MessageID, "reason", sr.Reason, "state", string(sr.Task.State))
+	s.log.Debug("Entry not run", "task_id", d.TaskID, "attempt", d.Attempt, "message_id", d.MessageID, "reason", sr.Reason, "state", string(sr.Task.State))
 	if sr.Task.State == broker.StateDeadLettered {
-		s.m.deadLettered.WithLabelValues(s.qname, s.types.of(sr.Task.Type)).Inc()
+		s.m.deadLettered.WithLabelValues(s.q.Namespace, s.q.Name, s.types.of(sr.Task.Type)).Inc()
 	}
 }
 
@@ -156,7 +156,7 @@ func (s *Server) schedulerLoop(stop <-chan struct{}) {
 		wait := maxPromoteWait
 		switch {
 		case err != nil:
-			s.log.Warn("promote due tasks", "err", err)
+			s.log.Warn("Promote due tasks", "error", err)
 			wait = bo.next()
 		case moved >= promoteLimit:
 			wait = 0
@@ -241,7 +241,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if err := s.b.Heartbeat(cctx, s.q, info, s.cfg.HeartbeatInterval); err != nil && ctx.Err() == nil {
-		s.log.Warn("heartbeat", "err", err)
+		s.log.Warn("Heartbeat", "error", err)
 	}
 	if len(xs) == 0 {
 		return
@@ -250,7 +250,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	lost, err := s.b.Touch(cctx, s.q, s.cfg.WorkerID, xs)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("touch in-flight entries", "err", err)
+			s.log.Warn("Touch in-flight entries", "error", err)
 		}
 		return
 	}
@@ -319,7 +319,7 @@ func (s *Server) cancelLoop(ctx context.Context) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("poll cancel requests", "err", err)
+				s.log.Warn("Poll cancel requests", "error", err)
 			}
 			continue
 		}

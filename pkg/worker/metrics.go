@@ -1,3 +1,19 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package worker
 
 import (
@@ -6,8 +22,9 @@ import (
 )
 
 // metrics are per Server, on a private registry, so several servers can run in
-// one process (tests). Labels are queue and task_type only: never task ids or
-// payloads.
+// one process (tests). Labels are namespace, queue (the Queue's namespace and
+// name, as on the manager's dtq_queue_ series) and task_type: never task ids
+// or payloads. The series are listed in docs/metrics.md.
 type metrics struct {
 	reg          *prometheus.Registry
 	started      *prometheus.CounterVec
@@ -18,15 +35,24 @@ type metrics struct {
 	cancelled    *prometheus.CounterVec
 	execution    *prometheus.HistogramVec
 	wait         *prometheus.HistogramVec
-	inflight     *prometheus.GaugeVec
+	latency      *prometheus.HistogramVec
+	inFlight     *prometheus.GaugeVec
+	slots        *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
 	reg := prometheus.NewRegistry()
-	var cl prometheus.Labels // the pod label identifies the worker
-	labels := []string{"queue", "task_type"}
+	labels := []string{"namespace", "queue", "task_type"}
 	counter := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dtq", Subsystem: "worker", Name: name, Help: help, ConstLabels: cl}, labels)
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dtq", Subsystem: "worker", Name: name, Help: help}, labels)
+	}
+	histogram := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "dtq", Subsystem: "worker", Name: name, Help: help,
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, labels) // 1ms .. 4.4min
+	}
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dtq", Subsystem: "worker", Name: name, Help: help},
+			[]string{"namespace", "queue"})
 	}
 	m := &metrics{
 		reg:          reg,
@@ -36,14 +62,14 @@ func newMetrics() *metrics {
 		retried:      counter("tasks_retried_total", "Failed executions scheduled for a retry."),
 		deadLettered: counter("tasks_dead_lettered_total", "Tasks this worker moved to DeadLettered (exhausted, permanent error, or crash loop on delivery)."),
 		cancelled:    counter("tasks_cancelled_total", "Running tasks stopped by a cancel request."),
-		execution: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "dtq", Subsystem: "worker", Name: "task_execution_seconds",
-			Help: "Handler execution time.", ConstLabels: cl, Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, labels),
-		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "dtq", Subsystem: "worker", Name: "task_wait_seconds",
-			Help: "Time from a task becoming runnable to its handler starting.", ConstLabels: cl, Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, labels),
-		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dtq", Subsystem: "worker", Name: "inflight",
-			Help: "Handlers running now.", ConstLabels: cl}, []string{"queue"}),
+		execution:    histogram("task_execution_seconds", "Handler execution time."),
+		wait:         histogram("task_wait_seconds", "Time from a task becoming runnable (submitted, or due when delayed or retrying) to its handler starting."),
+		latency: histogram("task_latency_seconds",
+			"Time from a task becoming runnable to the outcome of its execution being recorded: wait, execution and the completion write."),
+		inFlight: gauge("tasks_in_flight", "Handlers running now."),
+		slots:    gauge("slots", "Execution slots (the worker's concurrency)."),
 	}
-	reg.MustRegister(m.started, m.succeeded, m.failed, m.retried, m.deadLettered, m.cancelled, m.execution, m.wait, m.inflight,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.started, m.succeeded, m.failed, m.retried, m.deadLettered, m.cancelled, m.execution, m.wait,
+		m.latency, m.inFlight, m.slots, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -51,10 +51,10 @@ type Server struct {
 	ownsRDB bool
 	b       *broker.Broker // reads, heartbeats, housekeeping
 	q       broker.QueueRef
-	qname   string // q.String(), the queue label of logs and metrics
+	qname   string // q.String(), the handlers' Task.Queue
 	log     *slog.Logger
 	m       *metrics
-	busy    prometheus.Gauge // m.inflight of this queue
+	busy    prometheus.Gauge // m.inFlight of this queue
 	types   *typeLabels      // task_type label values
 
 	sem chan struct{} // execution slots; a slot is held from read to completion
@@ -112,7 +112,7 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		rdb:           cfg.Redis,
 		q:             q,
 		qname:         q.String(),
-		log:           cfg.Logger.With("worker_id", cfg.WorkerID, "queue", q.String()),
+		log:           cfg.Logger.With("worker_id", cfg.WorkerID, "namespace", q.Namespace, "queue", q.Name),
 		m:             newMetrics(),
 		types:         newTypeLabels(h),
 		sem:           make(chan struct{}, cfg.Concurrency),
@@ -122,7 +122,8 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		status:        StatusStarting,
 		promoteNow:    make(chan struct{}, 1),
 	}
-	s.busy = s.m.inflight.WithLabelValues(s.qname)
+	s.busy = s.m.inFlight.WithLabelValues(q.Namespace, q.Name)
+	s.m.slots.WithLabelValues(q.Namespace, q.Name).Set(float64(cfg.Concurrency))
 	if s.rdb == nil {
 		// One blocking read, Start (reclaims)+Complete per slot, heartbeat, reclaim, scheduler, cancel poll.
 		conn := cfg.RedisConn
@@ -210,7 +211,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	}
 	s.setStatus(StatusReady)
-	s.log.Info("worker ready", "concurrency", s.cfg.Concurrency, "visibility_timeout", s.cfg.VisibilityTimeout.String(),
+	s.log.Info("Worker ready", "concurrency", s.cfg.Concurrency, "visibility_timeout", s.cfg.VisibilityTimeout.String(),
 		"heartbeat_interval", s.cfg.HeartbeatInterval.String(), "drain_timeout", s.cfg.DrainTimeout.String(), "types", typesOf(s.h))
 	s.heartbeat(bgCtx)
 
@@ -222,7 +223,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	s.setStatus(StatusDraining)
-	s.log.Info("draining", "inflight", s.inflightCount(), "budget", s.cfg.DrainTimeout.String())
+	s.log.Info("Draining", "in_flight", s.inflightCount(), "budget", s.cfg.DrainTimeout.String())
 	s.heartbeat(bgCtx)
 	close(stop)
 	fg.Wait() // deliveries already read are dispatched and count as in flight
@@ -235,7 +236,7 @@ func (s *Server) Run(ctx context.Context) error {
 		timer.Stop()
 	case <-timer.C:
 		n := s.interruptAll()
-		s.log.Warn("drain budget exhausted; cancelled handlers are left unacknowledged for redelivery", "interrupted", n)
+		s.log.Warn("Drain budget exhausted; cancelled handlers are left unacknowledged for redelivery", "interrupted", n)
 		<-done
 	}
 	close(s.executorsStop)
@@ -246,13 +247,13 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cancel()
 	if err := s.b.RemoveConsumer(rctx, s.q, s.cfg.WorkerID); err != nil {
 		if errors.Is(err, broker.ErrConsumerBusy) {
-			s.log.Info("consumer kept: it holds pending entries that peers will reclaim")
+			s.log.Info("Consumer kept: it holds pending entries that peers will reclaim")
 		} else {
-			s.log.Warn("remove consumer", "err", err)
+			s.log.Warn("Remove consumer", "error", err)
 		}
 	}
 	s.finalHeartbeat()
-	s.log.Info("worker stopped")
+	s.log.Info("Worker stopped")
 	return nil
 }
 
@@ -286,9 +287,9 @@ func (s *Server) waitQueue(ctx context.Context) bool {
 			return true
 		}
 		if errors.Is(err, broker.ErrQueueNotFound) {
-			s.log.Info("waiting for the queue to be created")
+			s.log.Info("Waiting for the queue to be created")
 		} else if ctx.Err() == nil {
-			s.log.Warn("read queue config", "err", err)
+			s.log.Warn("Read queue config", "error", err)
 		}
 		if !sleepCtx(ctx, bo.next()) {
 			return false
@@ -330,7 +331,7 @@ func (s *Server) serveMetrics() (func(), error) {
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
-	s.log.Info("serving metrics", "addr", ln.Addr().String())
+	s.log.Info("Serving metrics", "addr", ln.Addr().String())
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

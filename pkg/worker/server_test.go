@@ -68,7 +68,7 @@ func TestFlakySucceedsOnAttemptThree(t *testing.T) {
 	if !strings.Contains(string(st.Result), `"attempt":3`) {
 		t.Fatalf("result %s", st.Result)
 	}
-	assertMetric(t, h, `dtq_worker_tasks_retried_total{queue="default/`+h.Queue()+`",task_type="flaky"} 2`)
+	assertMetric(t, h, `dtq_worker_tasks_retried_total{namespace="default",queue="`+h.Queue()+`",task_type="flaky"} 2`)
 }
 
 // A permanent error dead-letters at once, whatever maxAttempts says, and the
@@ -85,7 +85,7 @@ func TestFailDeadLettersAndRecordFailed(t *testing.T) {
 	if err != nil || rec.State != broker.IdempotencyFailed || rec.TaskID != id {
 		t.Fatalf("idempotency record %+v, %v", rec, err)
 	}
-	assertMetric(t, h, `dtq_worker_tasks_dead_lettered_total{queue="default/`+h.Queue()+`",task_type="fail"} 1`)
+	assertMetric(t, h, `dtq_worker_tasks_dead_lettered_total{namespace="default",queue="`+h.Queue()+`",task_type="fail"} 1`)
 }
 
 // Retryable failures exhaust maxAttempts and then dead-letter.
@@ -198,7 +198,7 @@ func TestTimeoutRetries(t *testing.T) {
 	if c, _ := causes.Load(1); !errors.Is(c.(error), context.DeadlineExceeded) {
 		t.Fatalf("attempt 1 cause %v", c)
 	}
-	assertMetric(t, h, `dtq_worker_tasks_retried_total{queue="default/`+h.Queue()+`",task_type="slow-once"} 1`)
+	assertMetric(t, h, `dtq_worker_tasks_retried_total{namespace="default",queue="`+h.Queue()+`",task_type="slow-once"} 1`)
 }
 
 func TestPermanentKinds(t *testing.T) {
@@ -349,11 +349,13 @@ func TestMetricsNoIDsInLabels(t *testing.T) {
 	h.Wait(id, waitFor)
 	body := scrape(t, h)
 	for _, want := range []string{
-		`dtq_worker_tasks_started_total{queue="default/` + h.Queue() + `",task_type="echo"} 1`,
-		`dtq_worker_tasks_succeeded_total{queue="default/` + h.Queue() + `",task_type="echo"} 1`,
-		`dtq_worker_task_execution_seconds_count{queue="default/` + h.Queue() + `",task_type="echo"} 1`,
-		`dtq_worker_task_wait_seconds_count{queue="default/` + h.Queue() + `",task_type="echo"} 1`,
-		`dtq_worker_inflight{queue="default/` + h.Queue() + `"} 0`,
+		`dtq_worker_tasks_started_total{namespace="default",queue="` + h.Queue() + `",task_type="echo"} 1`,
+		`dtq_worker_tasks_succeeded_total{namespace="default",queue="` + h.Queue() + `",task_type="echo"} 1`,
+		`dtq_worker_task_execution_seconds_count{namespace="default",queue="` + h.Queue() + `",task_type="echo"} 1`,
+		`dtq_worker_task_wait_seconds_count{namespace="default",queue="` + h.Queue() + `",task_type="echo"} 1`,
+		`dtq_worker_task_latency_seconds_count{namespace="default",queue="` + h.Queue() + `",task_type="echo"} 1`,
+		`dtq_worker_tasks_in_flight{namespace="default",queue="` + h.Queue() + `"} 0`,
+		`dtq_worker_slots{namespace="default",queue="` + h.Queue() + `"} 4`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
