@@ -208,7 +208,7 @@ func (l *queueLoops) wakeTasks(ctx context.Context, ns, id string) {
 	for _, index := range []string{indexTaskID, indexMirrorOf} {
 		var list dtqv1alpha1.TaskList
 		if err := l.client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: id}); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "List Tasks by index", "index", index, "taskID", id)
+			ctrl.LoggerFrom(ctx).Error(err, "List Tasks by index", "index", index, "task_id", id)
 			continue
 		}
 		for i := range list.Items {

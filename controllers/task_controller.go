@@ -93,7 +93,7 @@ func (r *TaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if !task.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("taskID", task.UID, "queue", task.Spec.Queue))
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("task_id", task.UID, "queue", task.Spec.Queue, "attempt", task.Status.Attempt))
 	return r.reconcile(ctx, task)
 }
 
