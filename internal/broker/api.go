@@ -163,6 +163,7 @@ type TaskInfo struct {
 	Metadata        json.RawMessage // the submission's metadata object; nil when none
 	Result          json.RawMessage // nil when none or expired; truncated to ResultMaxBytes
 	ResultTruncated bool
+	TraceParent     string // W3C traceparent of the submission's span; "" when it had none
 }
 
 // QueueStats is a queue's backlog, read for status and autoscaling.

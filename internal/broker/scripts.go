@@ -1,6 +1,10 @@
 package broker
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Lua scripts: every multi-step state change of the engine is one script, so no
 // other client ever sees half of it. Each script's KEYS, ARGV and return value
@@ -252,13 +256,24 @@ func script(body string) *redis.Script {
 // KEYS[1] config, KEYS[2] schedule, KEYS[3..12] streams p0..p9, KEYS[13] task
 // index; then per item i (from 0) KEYS[14+2i] its task hash, KEYS[15+2i] its
 // idempotency record (the config key again when it has no idempotency key).
-// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 13 per item from ARGV[4+13i]:
-// task id, idempotency key ("" none), compact payload size, type, payload,
-// priority, max attempts (0: queue default), timeout ms (0: queue default),
-// not-before ms (0: now), expires-at ms (0: never), "1" when the caller chose
-// the ID (so it may exist already), "0" when it is fresh random, "1" when a
-// Task CR submits it (the hash gets from_cr, which the orphan sweep reads),
-// else "0", metadata object ("" none).
+// ARGV[1] prefix, [2] now ms, [3] nowtxt, then submitItemArgs (14) per item
+// from ARGV[4+14i], in this order:
+//
+//	id          task id
+//	ikey        idempotency key ("" none)
+//	size        compact payload size
+//	typ         task type
+//	payload     compact payload
+//	prio        priority 0..9
+//	attempts    max attempts (0: queue default)
+//	timeout     timeout ms (0: queue default)
+//	notBefore   not-before ms (0: now)
+//	expiresAt   expires-at ms (0: never)
+//	chosen      "1" when the caller chose the ID (so it may exist already), "0" when it is fresh random
+//	fromCR      "1" when a Task CR submits it (the hash gets from_cr, which the orphan sweep reads), else "0"
+//	meta        metadata object ("" none)
+//	trace       W3C traceparent ("" none; stored as the task's trace field)
+//
 // It also adds each item's answer to the queue's counters (dtq:{ns/q}:stats,
 // one HINCRBY per kind of answer in the batch; see metrics.go).
 // Returns {"notfound"} (queue config missing: nothing written) or
@@ -299,10 +314,13 @@ local now, nowms, nowtxt = ARGV[2], tonumber(ARGV[2]), ARGV[3]
 local depth -- read on first use, then counts the tasks this batch added
 local queued = {} -- IDs of the new tasks, for the batch's one TaskQueued event
 
+local W = ` + strconv.Itoa(submitItemArgs) + ` -- arguments per item
+
 local function submit(tk, rk, a)
-  local id, ikey = ARGV[a], ARGV[a + 1]
-  if tonumber(ARGV[a + 2]) > maxPayload then return {"toolarge", cfg[2]} end
-  if ARGV[a + 10] == "1" and redis.call("EXISTS", tk) == 1 then
+  local id, ikey, size, typ, payload, prio, attempts, timeout, notBefore, expiresAt, chosen, fromCR, meta, trace =
+    unpack(ARGV, a, a + W - 1)
+  if tonumber(size) > maxPayload then return {"toolarge", cfg[2]} end
+  if chosen == "1" and redis.call("EXISTS", tk) == 1 then
     return {"dup", id, redis.call("HGETALL", tk), redis.call("GET", k_result(id))}
   end
   if ikey ~= "" then
@@ -322,13 +340,11 @@ local function submit(tk, rk, a)
   end
   if depth >= maxDepth then return {"full", depth, cfg[1]} end
 
-  local prio = ARGV[a + 5]
-  local maxAttempts = ARGV[a + 6] ~= "0" and ARGV[a + 6] or cfg[3]
-  local timeout = ARGV[a + 7] ~= "0" and ARGV[a + 7] or cfg[4]
+  local maxAttempts = attempts ~= "0" and attempts or cfg[3]
+  timeout = timeout ~= "0" and timeout or cfg[4]
   if ikey ~= "" then
     redis.call("SET", rk, record(id, "processing", nowtxt), "NX")
   end
-  local notBefore = ARGV[a + 8]
   local state, avail, msg = "Queued", now, ""
   if tonumber(notBefore) > nowms then
     state, avail = "Pending", notBefore
@@ -340,12 +356,13 @@ local function submit(tk, rk, a)
   -- Fields at their default are left out (each costs a little): no ikey
   -- without a key, no expires_at without expiry, available_at only when it is
   -- not created_at, msg only for a stream entry (readers treat absent as such).
-  local f = {"id", id, "type", ARGV[a + 3], "payload", ARGV[a + 4], "prio", prio, "state", state,
+  local f = {"id", id, "type", typ, "payload", payload, "prio", prio, "state", state,
     "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout, "created_at", now}
   if ikey ~= "" then f[#f + 1] = "ikey"; f[#f + 1] = ikey end
-  if ARGV[a + 9] ~= "0" then f[#f + 1] = "expires_at"; f[#f + 1] = ARGV[a + 9] end
-  if ARGV[a + 11] == "1" then f[#f + 1] = "from_cr"; f[#f + 1] = "1" end
-  if ARGV[a + 12] ~= "" then f[#f + 1] = "meta"; f[#f + 1] = ARGV[a + 12] end
+  if expiresAt ~= "0" then f[#f + 1] = "expires_at"; f[#f + 1] = expiresAt end
+  if fromCR == "1" then f[#f + 1] = "from_cr"; f[#f + 1] = "1" end
+  if meta ~= "" then f[#f + 1] = "meta"; f[#f + 1] = meta end
+  if trace ~= "" then f[#f + 1] = "trace"; f[#f + 1] = trace end
   if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg else f[#f + 1] = "available_at"; f[#f + 1] = avail end
   redis.call("HSET", tk, unpack(f))
   queued[#queued + 1] = id
@@ -372,8 +389,8 @@ local COUNTED = {new = "accepted", busy = "refused:IDEMPOTENCY_IN_PROGRESS", ful
   toolarge = "refused:PAYLOAD_TOO_LARGE"}
 local counts = {}
 local out = {}
-for i = 0, (#ARGV - 3) / 13 - 1 do
-  local a = 4 + 13 * i
+for i = 0, (#ARGV - 3) / W - 1 do
+  local a = 4 + W * i
   local ok, r = pcall(submit, KEYS[14 + 2 * i], KEYS[15 + 2 * i], a)
   out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
   local f = ok and (COUNTED[r[1]] or (r[1] == "dup" and r[2] ~= ARGV[a] and "duplicate"))

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/dtq-dev/dtq/internal/tracing"
 )
 
 const (
@@ -125,15 +127,22 @@ func msOrZero(t time.Time) int64 {
 // batch.go) that handles them in arrival order, each with exactly the result it
 // would get alone; the times of the task (created_at, the record's updated_at)
 // are those of the batch's script call.
+//
+// When ctx carries a span, Submit runs in a dtq.submit span and the new task
+// keeps that span's traceparent (TaskInfo.TraceParent), which the worker
+// continues (package tracing).
 func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (SubmitResult, error) {
 	it, err := prepare(req)
 	if err != nil {
 		return SubmitResult{}, err
 	}
+	ctx, span := startSubmitSpan(ctx, q, it.req)
+	it.trace = tracing.TraceParent(ctx)
 	res, err := b.batchers(q).submit.do(ctx, it)
 	if err != nil && CodeOf(err) == "" {
-		return SubmitResult{}, fmt.Errorf("broker: submit to %s: %w", q, err)
+		err = fmt.Errorf("broker: submit to %s: %w", q, err)
 	}
+	endSubmitSpan(span, res, err)
 	return res, err
 }
 
@@ -205,14 +214,20 @@ func (b *Broker) SubmitMany(ctx context.Context, q QueueRef, reqs []SubmitReques
 	return res, errs, nil
 }
 
-// submitItem is one Submit in a batch: the validated request and its compact
-// payload and metadata.
+// submitItem is one Submit in a batch: the validated request, its compact
+// payload and metadata, and the W3C traceparent stored with the task ("" for
+// none).
 type submitItem struct {
 	req      SubmitRequest
 	payload  []byte
 	meta     []byte
 	chosenID string
+	trace    string
 }
+
+// submitItemArgs is the number of submitBatchScript arguments per item (see
+// its ARGV), which submitBatch appends in that order.
+const submitItemArgs = 14
 
 // submitBatch runs submitBatchScript for items and maps each item's reply.
 func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem) ([]SubmitResult, []error, error) {
@@ -222,7 +237,7 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 	keys := make([]string, 0, 3+Bands+2*len(items))
 	keys = append(append(keys, cfgKey, k.schedule()), k.streams()...)
 	keys = append(keys, k.taskIndex())
-	args := make([]any, 0, 3+13*len(items))
+	args := make([]any, 0, 3+submitItemArgs*len(items))
 	args = append(args, k.prefix, now, nowtxt)
 	notBefore := make([]int64, len(items))
 	for i, it := range items {
@@ -240,7 +255,7 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 		}
 		keys = append(keys, k.task(r.ID), idemKey)
 		args = append(args, r.ID, r.IdempotencyKey, len(it.payload), r.Type, it.payload,
-			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.meta)
+			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.meta, it.trace)
 	}
 	sc := b.fast
 	if b.replicaAck != nil {

@@ -41,6 +41,7 @@ func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
 		LastErrorClass:  m["error_class"],
 		CancelRequested: m["cancel_requested"] == "1",
 		ResultTruncated: m["result_truncated"] == "1",
+		TraceParent:     m["trace"],
 	}
 	if _, ok := m["available_at"]; !ok {
 		ti.AvailableAt = ti.CreatedAt // submit leaves it out when it is created_at

@@ -54,7 +54,9 @@ func (s *Server) process(e *execution) {
 		MaxAttempts: ti.MaxAttempts, IdempotencyKey: ti.IdempotencyKey, Priority: ti.Priority,
 		Deadline: startedAt.Add(timeout),
 	}
-	execCtx, cancel := context.WithCancelCause(context.Background())
+	spanCtx, span := s.startSpan(ti)
+	defer span.End() // for the returns before the outcome; End is idempotent
+	execCtx, cancel := context.WithCancelCause(spanCtx)
 	defer cancel(nil)
 	s.mu.Lock()
 	e.attempt = ti.Attempt
@@ -121,12 +123,15 @@ func (s *Server) process(e *execution) {
 	if out.Err != "" && !out.Cancelled {
 		s.m.failed.WithLabelValues(lbl...).Inc()
 	}
+	endStartSpan(span, out)
+	cctx, cspan := completeSpan(spanCtx)
 	var state broker.State
 	x := s.execution(e)
-	err := retryConn(context.Background(), func(ctx context.Context) (err error) {
+	err := retryConn(cctx, func(ctx context.Context) (err error) {
 		state, err = s.b.Complete(ctx, s.q, x, out)
 		return err
 	})
+	endCompleteSpan(cspan, state, err)
 	if errors.Is(err, broker.ErrStaleExecution) {
 		log().Warn("Completion not recorded: another worker took the task over", "state", string(state))
 		return

@@ -1,0 +1,57 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package broker
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dtq-dev/dtq/internal/tracing"
+)
+
+// startSubmitSpan starts the dtq.submit span of a submission whose context
+// carries a span (see package tracing); otherwise it returns ctx and a span
+// that records nothing.
+func startSubmitSpan(ctx context.Context, q QueueRef, req SubmitRequest) (context.Context, trace.Span) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, trace.SpanFromContext(ctx) // no span: SpanFromContext's no-op
+	}
+	return tracing.Tracer().Start(ctx, tracing.SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "dtq"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", q.String()),
+			attribute.String("dtq.task.type", req.Type),
+		))
+}
+
+// endSubmitSpan records the submission's answer on span and ends it.
+func endSubmitSpan(span trace.Span, res SubmitResult, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	if err != nil {
+		span.SetAttributes(attribute.String("dtq.error.code", string(CodeOf(err))))
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.SetAttributes(attribute.String("messaging.message.id", res.Task.ID), attribute.Bool("dtq.duplicate", res.Duplicate))
+	}
+	span.End()
+}
