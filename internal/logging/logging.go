@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package logging is dtq's log format for the binaries that log with slog (the
 // workers and the HTTP API): JSON lines on stderr with the keys time, level
 // (lowercase: debug, info, warn, error), msg and snake_case attributes. The

@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package tracing carries W3C trace context through dtq and names its spans
 // (docs/observability.md). A submission whose context carries a span (an HTTP
 // request with a traceparent header, a Go client call, a Task CR with the
