@@ -40,6 +40,7 @@ import (
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/tracing"
 )
 
 // Backpressure and wait intervals of the Task controller.
@@ -171,6 +172,9 @@ func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, prev,
 			return outcome{}, nil
 		}
 		return outcome{}, err
+	}
+	if task.Status.TaskID == "" { // the first submission, not a read-back
+		ctx = tracing.WithTraceParent(ctx, task.Annotations[dtqv1alpha1.AnnotationTraceParent])
 	}
 	res, err := r.Engine.Submit(ctx, q, req)
 	switch {

@@ -56,7 +56,7 @@ func (r *TaskReconciler) cancelDeleted(ctx context.Context, key types.Namespaced
 		state, err := r.Engine.Cancel(ctx, ts.queue, ts.id)
 		switch {
 		case err == nil:
-			ctrl.LoggerFrom(ctx).Info("Cancelled the task of a deleted Task", "task_id", ts.id, "state", state)
+			ctrl.LoggerFrom(ctx).Info("Cancelled the task of a deleted Task", "task_id", ts.id, "queue", ts.queue.Name, "state", state)
 		case errors.Is(err, broker.ErrTaskNotFound), errors.Is(err, broker.ErrTaskTerminal), errors.Is(err, broker.ErrQueueNotFound):
 		default:
 			r.tombstones.add(key, ts)

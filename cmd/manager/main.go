@@ -52,6 +52,7 @@ import (
 	"github.com/dtq-dev/dtq/controllers"
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/logging"
+	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
@@ -136,6 +137,13 @@ func main() {
 	ctrl.SetLogger(log)
 	klog.SetLogger(log.WithName("client-go"))
 	redis.SetLogger(logging.Printer(slog.New(logr.ToSlogHandler(log))))
+
+	stopTracing, err := tracing.Setup(context.Background(), "dtq-manager")
+	if err != nil {
+		setupLog.Error(err, "Failed to set up tracing")
+		os.Exit(1)
+	}
+	defer stopTracing(context.Background())
 
 	conn := redisconn.FromEnv()
 	conn.URL = o.redisURL

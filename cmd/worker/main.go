@@ -26,6 +26,7 @@ import (
 
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/logging"
+	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 	"github.com/dtq-dev/dtq/pkg/worker"
 	"github.com/dtq-dev/dtq/pkg/worker/metricsauth"
@@ -68,6 +69,11 @@ func run() error {
 		return err
 	}
 	redis.SetLogger(logging.Printer(cfg.Logger))
+	stopTracing, err := tracing.Setup(context.Background(), "dtq-worker")
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer stopTracing(context.Background())
 	mux := worker.NewMux()
 	srv, err := worker.NewServer(cfg, mux)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -230,7 +231,7 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := s.manager.start(ctx); err != nil {
 		return err
 	}
-	s.log.Info("Manager ready", "pid", s.manager.proc.pid(), "log", s.manager.logPath)
+	s.log.Info("Manager ready", "pid", s.manager.proc.pid(), "log", s.manager.logPath, "metrics", s.ManagerMetricsURL())
 
 	if s.opts.APIBin != "" {
 		s.api = &apiProcess{bin: s.opts.APIBin, kubeconfig: s.adminKubeconfig(), logPath: filepath.Join(logDir, "api.log"),
@@ -387,6 +388,11 @@ func definesQueue(objs []*unstructured.Unstructured, ns, name string) bool {
 		}
 	}
 	return false
+}
+
+// ManagerMetricsURL is the manager's metrics endpoint (plain HTTP on loopback).
+func (s *Stack) ManagerMetricsURL() string {
+	return "http://127.0.0.1:" + strconv.Itoa(s.manager.metricsPort) + "/metrics"
 }
 
 // RedisURL is the Redis URL the manager, the API and the workers use

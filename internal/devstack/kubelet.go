@@ -76,6 +76,7 @@ type pod struct {
 	terminating atomic.Bool
 	restarts    atomic.Int32
 	pid         atomic.Int64
+	metricsAddr atomic.Value  // string: host:port of the running process's /metrics
 	stopCh      chan struct{} // closed to terminate
 	done        chan struct{} // closed when the pod is gone
 }
@@ -83,7 +84,8 @@ type pod struct {
 // PodInfo describes a worker process the stand-in runs.
 type PodInfo struct {
 	Namespace, Deployment, Name string
-	PID                         int // 0 while not running (restart backoff)
+	PID                         int    // 0 while not running (restart backoff)
+	MetricsAddr                 string // host:port serving the worker's /metrics, /healthz and /readyz
 	Ready, Terminating          bool
 	Restarts                    int
 }
@@ -300,6 +302,7 @@ func (k *kubelet) runPod(p *pod) {
 		proc, addr, err := k.startPod(p, logPath)
 		if err == nil {
 			p.pid.Store(int64(proc.pid()))
+			p.metricsAddr.Store(addr)
 			if stopped := k.superviseProcess(p, proc, "http://"+addr+"/healthz", grace); stopped {
 				return
 			}
@@ -521,8 +524,9 @@ func (k *kubelet) pods() []PodInfo {
 	var out []PodInfo
 	for key, pods := range k.deps {
 		for _, p := range pods {
+			addr, _ := p.metricsAddr.Load().(string)
 			out = append(out, PodInfo{
-				Namespace: key.Namespace, Deployment: key.Name, Name: p.name, PID: int(p.pid.Load()),
+				Namespace: key.Namespace, Deployment: key.Name, Name: p.name, PID: int(p.pid.Load()), MetricsAddr: addr,
 				Ready: p.ready.Load(), Terminating: p.terminating.Load(), Restarts: int(p.restarts.Load()),
 			})
 		}

@@ -18,7 +18,7 @@ type managerProcess struct {
 	redisURL, workerRedisURL           string
 	workerImage                        string
 	extraArgs                          []string
-	probePort                          int
+	probePort, metricsPort             int
 	proc                               *child
 }
 
@@ -36,7 +36,12 @@ func (m *managerProcess) args() ([]string, error) {
 	args := []string{
 		"--redis-url=" + m.redisURL,
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(m.probePort),
-		"--metrics-bind-address=0",
+	}
+	if has("metrics-secure") {
+		// Plain HTTP on loopback, without authentication: a local stack.
+		args = append(args, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(m.metricsPort), "--metrics-secure=false")
+	} else {
+		args = append(args, "--metrics-bind-address=0")
 	}
 	if has("worker-image") {
 		args = append(args, "--worker-image="+m.workerImage)
@@ -54,12 +59,14 @@ func (m *managerProcess) args() ([]string, error) {
 
 // start runs the manager and waits until /readyz answers 200.
 func (m *managerProcess) start(ctx context.Context) error {
-	if m.probePort == 0 {
-		p, err := freePort()
-		if err != nil {
-			return err
+	for _, port := range []*int{&m.probePort, &m.metricsPort} {
+		if *port == 0 {
+			p, err := freePort()
+			if err != nil {
+				return err
+			}
+			*port = p
 		}
-		m.probePort = p
 	}
 	args, err := m.args()
 	if err != nil {

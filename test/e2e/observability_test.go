@@ -1,0 +1,381 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
+)
+
+// A burst with failures on Queue e2e-metrics/q (one worker), then the queue
+// paused with tasks waiting: the manager's and the worker's /metrics are
+// scraped and every series of docs/metrics.md is checked against the value
+// the burst must give it. The logs of both are JSON lines, and the worker's
+// lines about a task carry task_id, attempt, namespace and queue.
+func TestMetricsAfterBurst(t *testing.T) {
+	ns := namespace(t, "e2e-metrics")
+	q := queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+		s.Scaling.MinReplicas, s.Scaling.MaxReplicas = ptr.To(int32(1)), 1
+		s.Retry.BaseDelay, s.Retry.MaxDelay = dur(200*time.Millisecond), dur(time.Second)
+		s.MaxPayloadBytes = 256
+	})
+	redisBefore := scrapeSeries(t, stack.ManagerMetricsURL(), "")
+
+	var tasks []*dtqv1alpha1.Task
+	for i := range 20 {
+		tasks = append(tasks, newTask(fmt.Sprintf("echo-%02d", i), ns, "burst", "echo", map[string]int{"i": i}).Key(fmt.Sprintf("k%02d", i)).Obj())
+	}
+	for i := range 3 {
+		tasks = append(tasks, newTask(fmt.Sprintf("fail-%d", i), ns, "burst", "fail", nil).MaxAttempts(3).Obj())
+	}
+	for i := range 2 {
+		tasks = append(tasks, newTask(fmt.Sprintf("flaky-%d", i), ns, "burst", "flaky", map[string]int{"failTimes": 1}).MaxAttempts(3).Obj())
+	}
+	tasks = append(tasks, newTask("too-large", ns, "burst", "echo", map[string]string{"x": strings.Repeat("y", 300)}).Obj())
+	tasks = append(tasks, newTask("cancelled", ns, "burst", "echo", nil).Delay(time.Hour).Obj())
+	expiring := newTask("expired", ns, "burst", "echo", nil).Delay(2 * time.Second)
+	expiring.Spec.TTL = &metav1.Duration{Duration: time.Second}
+	tasks = append(tasks, expiring.Obj())
+	createAll(t, tasks)
+	must(t, poll(t.Context(), time.Minute, func() error {
+		got, err := listTasks(t.Context(), ns, "burst")
+		if err != nil || got["cancelled"] == nil || got["cancelled"].Status.TaskID == "" {
+			return fmt.Errorf("task cancelled not submitted yet (%v)", err)
+		}
+		patched := got["cancelled"].DeepCopy()
+		patched.Spec.Cancel = true
+		return stack.Client.Patch(t.Context(), patched, client.MergeFrom(got["cancelled"]))
+	}))
+	got := waitTerminal(t, ns, "burst", len(tasks), 2*time.Minute)
+	for name, want := range map[string]dtqv1alpha1.TaskState{"echo-00": dtqv1alpha1.TaskSucceeded, "fail-0": dtqv1alpha1.TaskDeadLettered,
+		"flaky-0": dtqv1alpha1.TaskSucceeded, "too-large": dtqv1alpha1.TaskFailed, "cancelled": dtqv1alpha1.TaskCancelled, "expired": dtqv1alpha1.TaskExpired} {
+		if got[name].Status.State != want {
+			t.Fatalf("the burst did not go as planned: %s", describe(got[name]))
+		}
+	}
+	// Two more Tasks with keys of finished ones: replays.
+	createAll(t, []*dtqv1alpha1.Task{newTask("echo-00-again", ns, "replay", "echo", nil).Key("k00").Obj(),
+		newTask("echo-01-again", ns, "replay", "echo", nil).Key("k01").Obj()})
+	waitTerminal(t, ns, "replay", 2, time.Minute)
+
+	// Paused, with tasks waiting at two priorities.
+	must(t, stack.Client.Patch(t.Context(), &dtqv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: q.Name}},
+		client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"paused":true}}`))))
+	must(t, poll(t.Context(), time.Minute, func() error {
+		var cur dtqv1alpha1.Queue
+		if err := stack.Client.Get(t.Context(), client.ObjectKeyFromObject(q), &cur); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(cur.Status.Conditions, dtqv1alpha1.QueuePaused) {
+			return fmt.Errorf("queue not paused yet: %v", cur.Status.Conditions)
+		}
+		return nil
+	}))
+	waiting := make([]*dtqv1alpha1.Task, 0, 5)
+	for i := range 5 {
+		prio := int32(7)
+		if i >= 3 {
+			prio = 2
+		}
+		waiting = append(waiting, newTask(fmt.Sprintf("waiting-%d", i), ns, "waiting", "echo", nil).Priority(prio).Obj())
+	}
+	pausedAt := time.Now()
+	createAll(t, waiting)
+
+	want := map[string]float64{
+		"dtq_queue_in_flight_tasks{queue=q}":     0,
+		"dtq_queue_scheduled_tasks{queue=q}":     0,
+		"dtq_queue_dead_lettered_tasks{queue=q}": 3,
+		"dtq_queue_paused{queue=q}":              1,
+		"dtq_queue_workers_desired{queue=q}":     1,
+		"dtq_queue_workers_ready{queue=q}":       1,
+		// 20 echo, 3 fail, 2 flaky, cancelled, expired, 5 waiting; not the
+		// one refused, nor the replays.
+		"dtq_queue_submissions_total{queue=q,result=accepted}":                      32,
+		"dtq_queue_submissions_total{queue=q,result=duplicate}":                     2,
+		"dtq_queue_submissions_refused_total{code=PAYLOAD_TOO_LARGE,queue=q}":       1,
+		"dtq_queue_submissions_refused_total{code=IDEMPOTENCY_IN_PROGRESS,queue=q}": 0,
+		"dtq_queue_submissions_refused_total{code=QUEUE_FULL,queue=q}":              0,
+		"dtq_queue_tasks_finished_total{queue=q,state=Succeeded}":                   22,
+		"dtq_queue_tasks_finished_total{queue=q,state=DeadLettered}":                3,
+		"dtq_queue_tasks_finished_total{queue=q,state=Cancelled}":                   1,
+		"dtq_queue_tasks_finished_total{queue=q,state=Expired}":                     1,
+		"dtq_queue_tasks_finished_total{queue=q,state=Failed}":                      0,
+		"dtq_queue_retries_total{queue=q}":                                          2,
+		"dtq_queue_redeliveries_total{queue=q}":                                     0,
+	}
+	for p := range 10 {
+		want[fmt.Sprintf("dtq_queue_queued_tasks{priority=%d,queue=q}", p)] = map[int]float64{7: 3, 2: 2}[p]
+	}
+	var mgr map[string]float64
+	err := poll(t.Context(), time.Minute, func() error {
+		mgr = scrapeSeries(t, stack.ManagerMetricsURL(), ns)
+		age := mgr["dtq_queue_oldest_queued_task_age_seconds{queue=q}"]
+		if limit := time.Since(pausedAt).Seconds() + 1; age <= 0 || age > limit {
+			return fmt.Errorf("oldest queued task age %v, want in (0, %v]", age, limit)
+		}
+		return diffSeries(want, mgr, "dtq_queue_oldest_queued_task_age_seconds{queue=q}")
+	})
+	must(t, err)
+
+	// The one worker ran 27 executions: 20 echo, 3 fail, 2 flaky twice.
+	pod := onePod(t, ns)
+	wk := scrapeSeries(t, "http://"+pod.MetricsAddr+"/metrics", ns)
+	wantWorker := map[string]float64{
+		"dtq_worker_tasks_in_flight{queue=q}": 0,
+		"dtq_worker_slots{queue=q}":           4,
+	}
+	checked := map[string]bool{"dtq_queue_oldest_queued_task_age_seconds": true,
+		"dtq_redis_command_duration_seconds": true, "dtq_redis_command_errors_total": true}
+	for typ, n := range map[string]struct{ started, succeeded, failed, retried, dead float64 }{
+		"echo": {20, 20, 0, 0, 0}, "fail": {3, 0, 3, 0, 3}, "flaky": {4, 2, 2, 2, 0},
+	} {
+		l := "{queue=q,task_type=" + typ + "}"
+		for name, v := range map[string]float64{"started": n.started, "succeeded": n.succeeded, "failed": n.failed,
+			"retried": n.retried, "dead_lettered": n.dead, "cancelled": 0} {
+			checked["dtq_worker_tasks_"+name+"_total"] = true
+			if v > 0 || wk["dtq_worker_tasks_"+name+"_total"+l] != 0 { // a counter appears once it moved
+				wantWorker["dtq_worker_tasks_"+name+"_total"+l] = v
+			}
+		}
+		for _, h := range []string{"execution", "wait", "latency"} {
+			wantWorker["dtq_worker_task_"+h+"_seconds_count"+l] = n.started
+			if sum := wk["dtq_worker_task_"+h+"_seconds_sum"+l]; sum <= 0 {
+				t.Errorf("dtq_worker_task_%s_seconds_sum%s = %v, want > 0", h, l, sum)
+			}
+		}
+	}
+	if err := diffSeries(wantWorker, wk, "_seconds_sum{"); err != nil {
+		t.Error(err)
+	}
+
+	// The manager's Redis client: commands timed, none failed during the test.
+	redisAfter := scrapeSeries(t, stack.ManagerMetricsURL(), "")
+	if n := redisAfter["dtq_redis_command_duration_seconds_count{command=pipeline}"] - redisBefore["dtq_redis_command_duration_seconds_count{command=pipeline}"]; n <= 0 {
+		t.Errorf("the manager's pipelined Redis calls did not move (%v)", n)
+	}
+	for k, v := range redisAfter {
+		if strings.HasPrefix(k, "dtq_redis_command_errors_total") && v != redisBefore[k] {
+			t.Errorf("%s went from %v to %v during the test", k, redisBefore[k], v)
+		}
+	}
+
+	// Every documented series was checked above (or is process-wide and
+	// checked here), and every dtq series scraped is documented.
+	docs := documentedSeries(t)
+	for k := range maps.Keys(want) {
+		checked[seriesName(k)] = true
+	}
+	for k := range maps.Keys(wantWorker) {
+		checked[seriesName(k)] = true
+	}
+	for name := range docs {
+		if !checked[name] {
+			t.Errorf("documented series %s is not checked by this test", name)
+		}
+	}
+	for _, scraped := range []map[string]float64{mgr, wk, redisAfter} {
+		for k := range scraped {
+			if name := seriesName(k); strings.HasPrefix(name, "dtq_") && docs[name] == "" {
+				t.Errorf("%s is exported but not in docs/metrics.md", name)
+			}
+		}
+	}
+
+	checkLogs(t, ns, pod.Name)
+}
+
+// checkLogs reads the stack's manager log and the worker pod's log: every line
+// is a JSON object with time, level and msg, and the worker's five failed
+// attempts (3 fail, 2 flaky) are logged with the task's ID, attempt,
+// namespace and queue.
+func checkLogs(t *testing.T, ns, pod string) {
+	t.Helper()
+	logs := filepath.Join(stack.Dir, "logs")
+	jsonLines(t, filepath.Join(logs, "manager.log"))
+	failed := 0
+	for _, l := range jsonLines(t, filepath.Join(logs, "worker_"+ns+"_"+pod+".log")) {
+		if l["msg"] != "Task attempt failed" {
+			continue
+		}
+		failed++
+		if id, _ := l["task_id"].(string); id == "" || l["attempt"] == nil || l["namespace"] != ns || l["queue"] != "q" {
+			t.Errorf("a task line without task_id, attempt, namespace %s and queue q: %v", ns, l)
+		}
+	}
+	if failed != 5 {
+		t.Errorf("%d 'Task attempt failed' lines, want 5", failed)
+	}
+}
+
+func jsonLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil || m["time"] == nil || m["level"] == nil || m["msg"] == nil {
+			t.Errorf("%s: a line that is not a JSON object with time, level and msg: %s", filepath.Base(path), sc.Text())
+			continue
+		}
+		out = append(out, m)
+	}
+	must(t, sc.Err())
+	return out
+}
+
+// onePod returns the queue's one running worker pod.
+func onePod(t *testing.T, ns string) struct{ Name, MetricsAddr string } {
+	t.Helper()
+	var pods []struct{ Name, MetricsAddr string }
+	for _, p := range stack.Pods() {
+		if p.Namespace == ns && p.Deployment == "q-workers" && !p.Terminating {
+			pods = append(pods, struct{ Name, MetricsAddr string }{p.Name, p.MetricsAddr})
+		}
+	}
+	if len(pods) != 1 || pods[0].MetricsAddr == "" {
+		t.Fatalf("want one worker pod of %s/q with a metrics address: %+v", ns, pods)
+	}
+	return pods[0]
+}
+
+// scrapeSeries GETs a Prometheus text endpoint and returns its dtq_ series as
+// "name{label=value,...}" -> value, the labels sorted and the namespace label
+// left out: with ns set, only series whose namespace is ns; with ns "", only
+// series without a namespace label. A histogram gives its _count and _sum.
+func scrapeSeries(t *testing.T, url, ns string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	fams, err := expfmt.NewTextParser(model.UTF8Validation).TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	out := map[string]float64{}
+	for name, mf := range fams {
+		if !strings.HasPrefix(name, "dtq_") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			inNS := ns == ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "namespace" {
+					inNS = l.GetValue() == ns
+					continue
+				}
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			if !inNS {
+				continue
+			}
+			slices.Sort(labels)
+			ls := "{" + strings.Join(labels, ",") + "}"
+			switch mf.GetType() {
+			case dto.MetricType_HISTOGRAM:
+				out[name+"_count"+ls] = float64(m.GetHistogram().GetSampleCount())
+				out[name+"_sum"+ls] = m.GetHistogram().GetSampleSum()
+			case dto.MetricType_COUNTER:
+				out[name+ls] = m.GetCounter().GetValue()
+			default:
+				out[name+ls] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// diffSeries compares want with got, ignoring got's keys that contain ignore.
+func diffSeries(want, got map[string]float64, ignore string) error {
+	var diffs []string
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			diffs = append(diffs, fmt.Sprintf("%s = %v (present %v), want %v", k, g, ok, v))
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok && !strings.Contains(k, ignore) {
+			diffs = append(diffs, fmt.Sprintf("unexpected %s = %v", k, v))
+		}
+	}
+	if len(diffs) > 0 {
+		slices.Sort(diffs)
+		return fmt.Errorf("series differ:\n%s", strings.Join(diffs, "\n"))
+	}
+	return nil
+}
+
+// seriesName strips labels and a histogram's _count or _sum.
+func seriesName(key string) string {
+	name, _, _ := strings.Cut(key, "{")
+	for _, s := range []string{"_count", "_sum"} {
+		if base, ok := strings.CutSuffix(name, s); ok && strings.HasSuffix(base, "_seconds") {
+			return base
+		}
+	}
+	return name
+}
+
+// documentedSeries reads the series tables of docs/metrics.md: name -> type.
+func documentedSeries(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(dtq_[a-z_]+)` \\| (counter|gauge|histogram) \\|").FindAllStringSubmatch(string(data), -1) {
+		out[m[1]] = m[2]
+	}
+	if len(out) < 20 {
+		t.Fatalf("found %d series in docs/metrics.md", len(out))
+	}
+	return out
+}
