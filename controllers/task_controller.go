@@ -173,9 +173,7 @@ func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, prev,
 		}
 		return outcome{}, err
 	}
-	if task.Status.TaskID == "" { // the first submission, not a read-back
-		ctx = tracing.WithTraceParent(ctx, task.Annotations[dtqv1alpha1.AnnotationTraceParent])
-	}
+	ctx = tracing.WithTraceParent(ctx, task.Annotations[dtqv1alpha1.AnnotationTraceParent])
 	res, err := r.Engine.Submit(ctx, q, req)
 	switch {
 	case err == nil:

@@ -19,5 +19,4 @@ package v1alpha1
 // AnnotationTraceParent on a Task is the W3C traceparent of the span that
 // created it (e.g. a CI job's): the Task's dtq.submit span and the worker's
 // dtq.start and dtq.complete spans join that trace (docs/observability.md).
-// Read when the Task is first submitted.
 const AnnotationTraceParent = "dtq.dev/traceparent"

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -115,6 +116,7 @@ func runDev(f devFlags) error {
 		WorkerImage:  f.workerImage,
 		RedisFsync:   f.redisFsync,
 		RedisCluster: f.redis == "cluster",
+		ManagerEnv:   otelEnv(),
 		Log:          log,
 	})
 	if err != nil {
@@ -134,4 +136,18 @@ func runDev(f devFlags) error {
 	}
 	log.Info("Stopping the stack")
 	return stack.Stop()
+}
+
+// otelEnv is this process's OTEL_* variables, handed to the manager: run
+// `OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 make dev` to export its
+// trace spans (docs/observability.md). Workers take theirs from the Queue's
+// workerTemplate, as in a cluster.
+func otelEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "OTEL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

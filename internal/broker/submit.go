@@ -136,7 +136,7 @@ func (b *Broker) Submit(ctx context.Context, q QueueRef, req SubmitRequest) (Sub
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	ctx, span := startSubmitSpan(ctx, q, it.req)
+	ctx, span := b.startSubmitSpan(ctx, q, it.req, it.chosenID == "1")
 	it.trace = tracing.TraceParent(ctx)
 	res, err := b.batchers(q).submit.do(ctx, it)
 	if err != nil && CodeOf(err) == "" {

@@ -27,11 +27,20 @@ import (
 )
 
 // startSubmitSpan starts the dtq.submit span of a submission whose context
-// carries a span (see package tracing); otherwise it returns ctx and a span
-// that records nothing.
-func startSubmitSpan(ctx context.Context, q QueueRef, req SubmitRequest) (context.Context, trace.Span) {
+// carries a span (see package tracing); otherwise, and for a submission that
+// names the ID of a task that exists (it submits nothing: the operator reads
+// a Task's task back so on every reconcile), it returns ctx and a span that
+// records nothing. That check costs a round trip, paid only by traced
+// submissions with a chosen ID.
+func (b *Broker) startSubmitSpan(ctx context.Context, q QueueRef, req SubmitRequest, chosenID bool) (context.Context, trace.Span) {
+	noSpan := trace.SpanFromContext(context.Background()) // records nothing
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ctx, trace.SpanFromContext(ctx) // no span: SpanFromContext's no-op
+		return ctx, noSpan
+	}
+	if chosenID {
+		if n, err := b.rdb.Exists(ctx, keysFor(q).task(req.ID)).Result(); err == nil && n == 1 {
+			return ctx, noSpan
+		}
 	}
 	return tracing.Tracer().Start(ctx, tracing.SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(

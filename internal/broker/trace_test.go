@@ -28,9 +28,9 @@ import (
 // traceparent stored. Run with -benchmem; the figure is in docs/observability.md.
 func BenchmarkSubmitTracingOff(b *testing.B) {
 	q, req := QueueRef{Namespace: "ns", Name: "q"}, SubmitRequest{Type: "demo"}
-	ctx := context.Background()
+	ctx, br := context.Background(), New(nil)
 	for b.Loop() {
-		c, span := startSubmitSpan(ctx, q, req)
+		c, span := br.startSubmitSpan(ctx, q, req, true)
 		if tracing.TraceParent(c) != "" {
 			b.Fatal("a traceparent without trace context")
 		}

@@ -65,6 +65,9 @@ type Options struct {
 	WorkerImage string
 	// ManagerArgs are extra manager flags.
 	ManagerArgs []string
+	// ManagerEnv are extra KEY=value variables of the manager, e.g. the
+	// OTEL_* variables that make it export trace spans.
+	ManagerEnv []string
 	// RedisFsync is the AOF appendfsync policy: "everysec" (default) or "always".
 	RedisFsync string
 	// RedisVia, when set, is called with redis-server's address once it runs
@@ -227,7 +230,8 @@ func (s *Stack) start(ctx context.Context) error {
 		s.log.Info("Redis reached through", "manager", m, "workers", w)
 	}
 	s.manager = &managerProcess{bin: s.opts.ManagerBin, kubeconfig: s.adminKubeconfig(), logPath: filepath.Join(logDir, "manager.log"),
-		stackDir: s.Dir, redisURL: managerURL, workerRedisURL: workerURL, workerImage: s.opts.WorkerImage, extraArgs: s.opts.ManagerArgs}
+		stackDir: s.Dir, redisURL: managerURL, workerRedisURL: workerURL, workerImage: s.opts.WorkerImage, extraArgs: s.opts.ManagerArgs,
+		extraEnv: s.opts.ManagerEnv}
 	if err := s.manager.start(ctx); err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ type managerProcess struct {
 	bin, kubeconfig, logPath, stackDir string
 	redisURL, workerRedisURL           string
 	workerImage                        string
-	extraArgs                          []string
+	extraArgs, extraEnv                []string
 	probePort, metricsPort             int
 	proc                               *child
 }
@@ -73,7 +73,7 @@ func (m *managerProcess) start(ctx context.Context) error {
 		return err
 	}
 	cmd := exec.Command(m.bin, args...)
-	cmd.Env = []string{"KUBECONFIG=" + m.kubeconfig, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	cmd.Env = append([]string{"KUBECONFIG=" + m.kubeconfig, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, m.extraEnv...)
 	proc, err := startChild("manager", m.stackDir, m.logPath, cmd)
 	if err != nil {
 		return err

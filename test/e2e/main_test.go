@@ -56,6 +56,9 @@ var (
 	toManager, toWorkers *toxiproxy.Proxy
 	// chaosLog is the chaos handler's execution log (demo.EnvChaosLog).
 	chaosLog string
+	// otlp receives the trace spans of the manager and of workers whose
+	// Queue's template points them at it.
+	otlp *otlpReceiver
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -88,6 +91,8 @@ func run(m *testing.M) int {
 			}
 		}
 	}()
+	otlp = startOTLPReceiver()
+	defer otlp.Close()
 	single = &env{name: "single", dir: filepath.Join(tmp, "dev")}
 	cluster = &env{name: "cluster", dir: filepath.Join(tmp, "dev-cluster")}
 	envs := []*env{single, cluster}
@@ -109,7 +114,9 @@ func run(m *testing.M) int {
 			// Nothing acknowledged may be lost when redis-server is killed.
 			RedisFsync:   "always",
 			RedisCluster: e == cluster,
-			Log:          slog.New(handler).With("stack", e.name),
+			// The manager exports trace spans (of traced submissions only).
+			ManagerEnv: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.URL(), "OTEL_BSP_SCHEDULE_DELAY=100"},
+			Log:        slog.New(handler).With("stack", e.name),
 		}
 		if e == single {
 			opts.RedisVia = func(addr string) (string, string, error) {

@@ -18,6 +18,8 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -33,6 +35,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -48,13 +51,13 @@ import (
 // the burst must give it. The logs of both are JSON lines, and the worker's
 // lines about a task carry task_id, attempt, namespace and queue.
 func TestMetricsAfterBurst(t *testing.T) {
-	ns := namespace(t, "e2e-metrics")
-	q := queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+	ns := single.namespace(t, "e2e-metrics")
+	q := single.queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
 		s.Scaling.MinReplicas, s.Scaling.MaxReplicas = ptr.To(int32(1)), 1
 		s.Retry.BaseDelay, s.Retry.MaxDelay = dur(200*time.Millisecond), dur(time.Second)
 		s.MaxPayloadBytes = 256
 	})
-	redisBefore := scrapeSeries(t, stack.ManagerMetricsURL(), "")
+	redisBefore := scrapeSeries(t, single.stack.ManagerMetricsURL(), "")
 
 	var tasks []*dtqv1alpha1.Task
 	for i := range 20 {
@@ -71,17 +74,17 @@ func TestMetricsAfterBurst(t *testing.T) {
 	expiring := newTask("expired", ns, "burst", "echo", nil).Delay(2 * time.Second)
 	expiring.Spec.TTL = &metav1.Duration{Duration: time.Second}
 	tasks = append(tasks, expiring.Obj())
-	createAll(t, tasks)
+	single.createAll(t, tasks)
 	must(t, poll(t.Context(), time.Minute, func() error {
-		got, err := listTasks(t.Context(), ns, "burst")
+		got, err := single.listTasks(t.Context(), ns, "burst")
 		if err != nil || got["cancelled"] == nil || got["cancelled"].Status.TaskID == "" {
 			return fmt.Errorf("task cancelled not submitted yet (%v)", err)
 		}
 		patched := got["cancelled"].DeepCopy()
 		patched.Spec.Cancel = true
-		return stack.Client.Patch(t.Context(), patched, client.MergeFrom(got["cancelled"]))
+		return single.stack.Client.Patch(t.Context(), patched, client.MergeFrom(got["cancelled"]))
 	}))
-	got := waitTerminal(t, ns, "burst", len(tasks), 2*time.Minute)
+	got := single.waitTerminal(t, ns, "burst", len(tasks), 2*time.Minute)
 	for name, want := range map[string]dtqv1alpha1.TaskState{"echo-00": dtqv1alpha1.TaskSucceeded, "fail-0": dtqv1alpha1.TaskDeadLettered,
 		"flaky-0": dtqv1alpha1.TaskSucceeded, "too-large": dtqv1alpha1.TaskFailed, "cancelled": dtqv1alpha1.TaskCancelled, "expired": dtqv1alpha1.TaskExpired} {
 		if got[name].Status.State != want {
@@ -89,16 +92,16 @@ func TestMetricsAfterBurst(t *testing.T) {
 		}
 	}
 	// Two more Tasks with keys of finished ones: replays.
-	createAll(t, []*dtqv1alpha1.Task{newTask("echo-00-again", ns, "replay", "echo", nil).Key("k00").Obj(),
+	single.createAll(t, []*dtqv1alpha1.Task{newTask("echo-00-again", ns, "replay", "echo", nil).Key("k00").Obj(),
 		newTask("echo-01-again", ns, "replay", "echo", nil).Key("k01").Obj()})
-	waitTerminal(t, ns, "replay", 2, time.Minute)
+	single.waitTerminal(t, ns, "replay", 2, time.Minute)
 
 	// Paused, with tasks waiting at two priorities.
-	must(t, stack.Client.Patch(t.Context(), &dtqv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: q.Name}},
+	must(t, single.stack.Client.Patch(t.Context(), &dtqv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: q.Name}},
 		client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"paused":true}}`))))
 	must(t, poll(t.Context(), time.Minute, func() error {
 		var cur dtqv1alpha1.Queue
-		if err := stack.Client.Get(t.Context(), client.ObjectKeyFromObject(q), &cur); err != nil {
+		if err := single.stack.Client.Get(t.Context(), client.ObjectKeyFromObject(q), &cur); err != nil {
 			return err
 		}
 		if !meta.IsStatusConditionTrue(cur.Status.Conditions, dtqv1alpha1.QueuePaused) {
@@ -115,7 +118,7 @@ func TestMetricsAfterBurst(t *testing.T) {
 		waiting = append(waiting, newTask(fmt.Sprintf("waiting-%d", i), ns, "waiting", "echo", nil).Priority(prio).Obj())
 	}
 	pausedAt := time.Now()
-	createAll(t, waiting)
+	single.createAll(t, waiting)
 
 	want := map[string]float64{
 		"dtq_queue_in_flight_tasks{queue=q}":     0,
@@ -144,7 +147,7 @@ func TestMetricsAfterBurst(t *testing.T) {
 	}
 	var mgr map[string]float64
 	err := poll(t.Context(), time.Minute, func() error {
-		mgr = scrapeSeries(t, stack.ManagerMetricsURL(), ns)
+		mgr = scrapeSeries(t, single.stack.ManagerMetricsURL(), ns)
 		age := mgr["dtq_queue_oldest_queued_task_age_seconds{queue=q}"]
 		if limit := time.Since(pausedAt).Seconds() + 1; age <= 0 || age > limit {
 			return fmt.Errorf("oldest queued task age %v, want in (0, %v]", age, limit)
@@ -185,7 +188,7 @@ func TestMetricsAfterBurst(t *testing.T) {
 	}
 
 	// The manager's Redis client: commands timed, none failed during the test.
-	redisAfter := scrapeSeries(t, stack.ManagerMetricsURL(), "")
+	redisAfter := scrapeSeries(t, single.stack.ManagerMetricsURL(), "")
 	if n := redisAfter["dtq_redis_command_duration_seconds_count{command=pipeline}"] - redisBefore["dtq_redis_command_duration_seconds_count{command=pipeline}"]; n <= 0 {
 		t.Errorf("the manager's pipelined Redis calls did not move (%v)", n)
 	}
@@ -226,7 +229,7 @@ func TestMetricsAfterBurst(t *testing.T) {
 // namespace and queue.
 func checkLogs(t *testing.T, ns, pod string) {
 	t.Helper()
-	logs := filepath.Join(stack.Dir, "logs")
+	logs := filepath.Join(single.stack.Dir, "logs")
 	jsonLines(t, filepath.Join(logs, "manager.log"))
 	failed := 0
 	for _, l := range jsonLines(t, filepath.Join(logs, "worker_"+ns+"_"+pod+".log")) {
@@ -269,7 +272,7 @@ func jsonLines(t *testing.T, path string) []map[string]any {
 func onePod(t *testing.T, ns string) struct{ Name, MetricsAddr string } {
 	t.Helper()
 	var pods []struct{ Name, MetricsAddr string }
-	for _, p := range stack.Pods() {
+	for _, p := range single.stack.Pods() {
 		if p.Namespace == ns && p.Deployment == "q-workers" && !p.Terminating {
 			pods = append(pods, struct{ Name, MetricsAddr string }{p.Name, p.MetricsAddr})
 		}
@@ -294,7 +297,8 @@ func scrapeSeries(t *testing.T, url, ns string) map[string]float64 {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s", url, resp.Status)
 	}
-	fams, err := expfmt.NewTextParser(model.UTF8Validation).TextToMetricFamilies(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatalf("parse %s: %v", url, err)
 	}
@@ -378,4 +382,44 @@ func documentedSeries(t *testing.T) map[string]string {
 		t.Fatalf("found %d series in docs/metrics.md", len(out))
 	}
 	return out
+}
+
+// A Task CR with the dtq.dev/traceparent annotation, on a Queue whose workers
+// export spans (OTEL_* in the worker template, as a user sets them): the
+// manager's dtq.submit and the worker's dtq.start and dtq.complete reach an
+// OTLP receiver in the annotation's trace, each the child of the one before.
+func TestTraceThroughTaskCR(t *testing.T) {
+	ns := single.namespace(t, "e2e-trace")
+	single.queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+		s.WorkerTemplate.Spec.Containers = []corev1.Container{{Name: "worker", Image: "dtq-worker", Env: []corev1.EnvVar{
+			{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: otlp.URL()},
+			{Name: "OTEL_BSP_SCHEDULE_DELAY", Value: "100"},
+		}}}
+	})
+	traceID, parentID := randomHex(16), randomHex(8)
+	task := newTask("traced", ns, "trace", "echo", map[string]int{"x": 1}).Obj()
+	task.Annotations = map[string]string{dtqv1alpha1.AnnotationTraceParent: "00-" + traceID + "-" + parentID + "-01"}
+	single.createAll(t, []*dtqv1alpha1.Task{task})
+	if got := single.waitTerminal(t, ns, "trace", 1, time.Minute)["traced"]; got.Status.State != dtqv1alpha1.TaskSucceeded {
+		t.Fatalf("the traced task: %s", describe(got))
+	}
+	must(t, poll(t.Context(), 30*time.Second, func() error {
+		spans := otlp.trace(traceID)
+		submit, start, complete := spans["dtq.submit"], spans["dtq.start"], spans["dtq.complete"]
+		switch {
+		case submit.SpanID == "" || start.SpanID == "" || complete.SpanID == "":
+			return fmt.Errorf("spans of trace %s so far: %+v", traceID, spans)
+		case submit.ParentID != parentID || start.ParentID != submit.SpanID || complete.ParentID != start.SpanID:
+			return fmt.Errorf("want annotation -> dtq.submit -> dtq.start -> dtq.complete, got %+v", spans)
+		case submit.Service != "dtq-manager" || start.Service != "dtq-worker":
+			return fmt.Errorf("services: submit %q, start %q", submit.Service, start.Service)
+		}
+		return nil
+	}))
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
