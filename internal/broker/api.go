@@ -195,7 +195,9 @@ type QueueMetrics struct {
 }
 
 // Counters are a queue's totals. A submission naming the ID of a task that
-// exists (how the operator reads a Task's own task back) is not counted.
+// exists (a client retrying with the ID it chose, the operator submitting a
+// Task again whose status it had not written) submits nothing and is not
+// counted.
 type Counters struct {
 	Accepted   int64          // new tasks written (HTTP 202)
 	Duplicates int64          // replays of a completed or failed idempotency record (HTTP 200)

@@ -48,7 +48,7 @@ func TestQueueMetricsCountEachOutcome(t *testing.T) {
 	_, err := e.submit(SubmitRequest{IdempotencyKey: "a"})
 	wantCode(t, err, CodeIdempotencyInProgress)
 	if r, err := e.submit(SubmitRequest{ID: a.ID}); err != nil || !r.Duplicate {
-		t.Fatalf("same ID: %+v %v", r, err) // a read-back: not counted
+		t.Fatalf("same ID: %+v %v", r, err) // submits nothing: not counted
 	}
 	_, err = e.submit(SubmitRequest{Payload: raw(`{"x":"` + strings.Repeat("y", 80) + `"}`)})
 	wantCode(t, err, CodePayloadTooLarge)

@@ -384,7 +384,7 @@ end
 
 -- The queue's counters (see count in luaLib) by reply; "dup" counts only a
 -- replay of another task's record, not a submit naming an existing task's ID
--- (how the operator reads a Task's own task back).
+-- (a retry with the same ID, which submits nothing).
 local COUNTED = {new = "accepted", busy = "refused:IDEMPOTENCY_IN_PROGRESS", full = "refused:QUEUE_FULL",
   toolarge = "refused:PAYLOAD_TOO_LARGE"}
 local counts = {}

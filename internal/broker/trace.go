@@ -28,10 +28,10 @@ import (
 
 // startSubmitSpan starts the dtq.submit span of a submission whose context
 // carries a span (see package tracing); otherwise, and for a submission that
-// names the ID of a task that exists (it submits nothing: the operator reads
-// a Task's task back so on every reconcile), it returns ctx and a span that
-// records nothing. That check costs a round trip, paid only by traced
-// submissions with a chosen ID.
+// names the ID of a task that exists (a retry with the same ID, or the
+// operator submitting a Task again whose status it had not written yet: it
+// submits nothing), it returns ctx and a span that records nothing. That
+// check costs a round trip, paid only by traced submissions with a chosen ID.
 func (b *Broker) startSubmitSpan(ctx context.Context, q QueueRef, req SubmitRequest, chosenID bool) (context.Context, trace.Span) {
 	noSpan := trace.SpanFromContext(context.Background()) // records nothing
 	if !trace.SpanContextFromContext(ctx).IsValid() {

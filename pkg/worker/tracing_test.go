@@ -34,8 +34,8 @@ import (
 
 // A task submitted with a traceparent runs in a handler whose context carries
 // the same trace: the submitter's span -> dtq.submit -> dtq.start (the
-// handler's span) -> dtq.complete, all exported. A read-back of the same ID
-// makes no span; a task submitted without trace context stores none and
+// handler's span) -> dtq.complete, all exported. Submitting the same ID
+// again makes no span; a task submitted without trace context stores none and
 // makes no span.
 //
 // The test sets the global TracerProvider for the test binary; no other test
@@ -94,13 +94,12 @@ func TestTraceFromSubmitToHandler(t *testing.T) {
 		t.Errorf("span kinds: submit %v, start %v", submit.SpanKind, start.SpanKind)
 	}
 
-	// Submitting the same ID again (how the operator reads a Task's task back)
-	// submits nothing and starts no span.
+	// Submitting the same ID again submits nothing and starts no span.
 	if again, err := b.Submit(ctx, qref(h), broker.SubmitRequest{ID: res.Task.ID, Type: "traced"}); err != nil || !again.Duplicate {
 		t.Fatalf("the same ID again: %+v %v", again, err)
 	}
 	if n := len(exp.GetSpans()); n != 3 {
-		t.Errorf("%d spans after a read-back, want still 3", n)
+		t.Errorf("%d spans after submitting the same ID again, want still 3", n)
 	}
 
 	exp.Reset()
