@@ -142,7 +142,7 @@ func (k *kubelet) run(ctx context.Context) {
 		case <-t.C:
 		}
 		if err := k.sync(ctx); err != nil && ctx.Err() == nil {
-			k.log.Warn("Stand-in kubelet sync failed", "err", err)
+			k.log.Warn("Stand-in kubelet sync failed", "error", err)
 		}
 	}
 }
@@ -310,7 +310,7 @@ func (k *kubelet) runPod(p *pod) {
 			k.log.Warn("Worker pod exited; restarting", "pod", p.name, "exit", fmt.Sprint(proc.err),
 				"backoff", backoff.String(), "log", logPath)
 		} else {
-			k.log.Warn("Worker pod cannot start; retrying", "pod", p.name, "err", err, "backoff", backoff.String())
+			k.log.Warn("Worker pod cannot start; retrying", "pod", p.name, "error", err, "backoff", backoff.String())
 		}
 		if time.Since(started) > stableRun {
 			backoff = time.Second

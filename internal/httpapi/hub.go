@@ -112,7 +112,7 @@ func (h *hubs) run(q broker.QueueRef, hb *hub) {
 			return
 		}
 		if err != nil {
-			h.log.Info("Events hub read failed; retrying", "queue", q.String(), "error", err)
+			h.log.Info("Events hub read failed; retrying", "namespace", q.Namespace, "queue", q.Name, "error", err)
 			last = "" // the stream may have been recreated
 			select {
 			case <-time.After(time.Second):

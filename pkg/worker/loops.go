@@ -290,7 +290,7 @@ func (s *Server) loseLease(e *execution, why string) {
 	if e.cancel != nil {
 		e.cancel(errLeaseLost)
 	}
-	s.log.Warn("lease lost; cancelling the handler and leaving the task to its redelivery",
+	s.log.Warn("Lease lost; cancelling the handler and leaving the task to its redelivery",
 		"task_id", e.d.TaskID, "attempt", e.attempt, "why", why)
 }
 
