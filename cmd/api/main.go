@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +45,8 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/httpapi"
+	"github.com/dtq-dev/dtq/internal/logging"
+	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
@@ -78,15 +81,19 @@ func main() {
 	flag.IntVar(&f.burst, "kube-api-burst", 100, "Burst of queries to the Kubernetes API server.")
 	flag.BoolVar(&f.allowEviction, "allow-redis-eviction", false,
 		"Start even when Redis's maxmemory-policy may evict idempotency records or streams (see docs/operations.md).")
-	flag.BoolVar(&f.debug, "debug", false, "Log at debug level (denied requests included).")
+	flag.BoolVar(&f.debug, "debug", false, "Log at debug level (denied requests included). Logs are JSON lines on stderr.")
 	flag.Parse()
 
 	level := slog.LevelInfo
 	if f.debug {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// JSON lines with the keys of every dtq component (internal/logging);
+	// controller-runtime, client-go and go-redis write through the same logger.
+	log := logging.New(os.Stderr, level)
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	klog.SetLogger(logr.FromSlogHandler(log.Handler()).WithName("client-go"))
+	redis.SetLogger(logging.Printer(log))
 	if err := run(f, log); err != nil {
 		log.Error("API stopped", "error", err)
 		os.Exit(1)
@@ -96,6 +103,11 @@ func main() {
 func run(f flags, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stopTracing, err := tracing.Setup(ctx, "dtq-api")
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() { _ = stopTracing(context.Background()) }()
 
 	conn := redisconn.FromEnv()
 	conn.URL = f.redisURL
@@ -141,6 +153,9 @@ func run(f flags, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := redisconn.Instrument(rdb, reg); err != nil {
+		return err
+	}
 	api, err := httpapi.New(httpapi.Options{
 		Broker:            broker.New(rdb),
 		Events:            broker.New(events),

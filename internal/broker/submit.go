@@ -173,7 +173,18 @@ func prepare(req SubmitRequest) (submitItem, error) {
 // and one error per request, or a single error when Redis failed (requests of
 // script calls that went through stay submitted: resubmitting the same
 // requests with idempotency keys is safe).
+//
+// When ctx carries a span, the call runs in one dtq.submit span and each new
+// task keeps that span's traceparent, as with Submit.
 func (b *Broker) SubmitMany(ctx context.Context, q QueueRef, reqs []SubmitRequest) ([]SubmitResult, []error, error) {
+	ctx, span := startBatchSpan(ctx, q, len(reqs))
+	res, errs, err := b.submitMany(ctx, q, reqs, tracing.TraceParent(ctx))
+	endBatchSpan(span, err)
+	return res, errs, err
+}
+
+// submitMany is SubmitMany; each new task stores traceparent ("" none).
+func (b *Broker) submitMany(ctx context.Context, q QueueRef, reqs []SubmitRequest, traceparent string) ([]SubmitResult, []error, error) {
 	res := make([]SubmitResult, len(reqs))
 	errs := make([]error, len(reqs))
 	items := make([]submitItem, 0, min(len(reqs), maxBatch))
@@ -201,6 +212,7 @@ func (b *Broker) SubmitMany(ctx context.Context, q QueueRef, reqs []SubmitReques
 			errs[i] = err
 			continue
 		}
+		it.trace = traceparent
 		items, pos = append(items, it), append(pos, i)
 		if len(items) == maxBatch {
 			if err := flush(); err != nil {

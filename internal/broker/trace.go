@@ -51,6 +51,32 @@ func (b *Broker) startSubmitSpan(ctx context.Context, q QueueRef, req SubmitRequ
 		))
 }
 
+// startBatchSpan starts the dtq.submit span of a SubmitMany call of n
+// requests whose context carries a span (one span for the batch: each new
+// task of it is its child); otherwise it returns ctx and a span that records
+// nothing.
+func startBatchSpan(ctx context.Context, q QueueRef, n int) (context.Context, trace.Span) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	return tracing.Tracer().Start(ctx, tracing.SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "dtq"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", q.String()),
+			attribute.Int("messaging.batch.message_count", n),
+		))
+}
+
+// endBatchSpan records a SubmitMany call's failure (a Redis error) on span and
+// ends it.
+func endBatchSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
 // endSubmitSpan records the submission's answer on span and ends it.
 func endSubmitSpan(span trace.Span, res SubmitResult, err error) {
 	if !span.IsRecording() {

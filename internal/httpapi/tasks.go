@@ -25,6 +25,7 @@ import (
 
 	"github.com/dtq-dev/dtq/internal/apiconv"
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
@@ -35,6 +36,9 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 // MaxBatch is the most tasks one batch may hold.
 const MaxBatch = 1000
 
+// submit and submitBatch continue the trace of the request's traceparent
+// header, if any (tracing.FromHeader): the engine's dtq.submit span is its
+// child and the tasks carry it to their handlers.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
 	var body submitBody
 	if err := decodeBody(w, r, s.opts.MaxBodyBytes, client.CodeInvalidTask, &body); err != nil {
@@ -46,7 +50,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.b.Submit(r.Context(), q, req)
+	res, err := s.b.Submit(tracing.FromHeader(r.Context(), r.Header), q, req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -77,8 +81,9 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, q broker.Qu
 	for i, item := range body.Tasks {
 		reqs[i] = item.request()
 	}
+	ctx := tracing.FromHeader(r.Context(), r.Header)
 	results, err := apiconv.Batch(reqs, time.Now(), func(sub []broker.SubmitRequest) ([]broker.SubmitResult, []error, error) {
-		return s.b.SubmitMany(r.Context(), q, sub)
+		return s.b.SubmitMany(ctx, q, sub)
 	})
 	if err != nil {
 		s.writeError(w, r, err)

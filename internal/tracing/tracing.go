@@ -30,6 +30,7 @@ package tracing
 
 import (
 	"context"
+	"net/http"
 	"os"
 
 	"go.opentelemetry.io/otel"
@@ -73,6 +74,19 @@ func WithTraceParent(ctx context.Context, traceparent string) context.Context {
 		return ctx
 	}
 	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
+}
+
+// FromHeader returns ctx carrying the remote span context of h's W3C
+// traceparent (and tracestate) header; ctx itself when there is none or it is
+// malformed. The HTTP API reads submissions' trace context with it.
+func FromHeader(ctx context.Context, h http.Header) context.Context {
+	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// ToHeader sets h's traceparent (and tracestate) header to ctx's span
+// context; it sets nothing when ctx carries no valid span context.
+func ToHeader(ctx context.Context, h http.Header) {
+	propagator.Inject(ctx, propagation.HeaderCarrier(h))
 }
 
 // Setup installs, when OTEL_EXPORTER_OTLP_ENDPOINT or

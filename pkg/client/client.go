@@ -28,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Client talks to one dtq HTTP API. It is safe for concurrent use and keeps
@@ -153,6 +155,9 @@ func (c *Client) send(ctx context.Context, method, path string, header http.Head
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// The caller's trace context, when ctx carries a span: the API continues
+	// it on submissions (docs/observability.md).
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if c.token != nil {
 		tok, err := c.token.token()
 		if err != nil {

@@ -32,6 +32,10 @@ limitations under the License.
 // (WithTokenFile), or the user of a kubeconfig (WithKubeconfig). RBAC on the
 // dtq.dev resources decides what a token may do.
 //
+// Every request carries the W3C trace context (traceparent header) of the
+// span ctx carries, if any: a submission then runs in a dtq.submit span, its
+// child, and the task's handler runs in the same trace (docs/observability.md).
+//
 // Trusted Go services in the cluster can skip the HTTP hop: package
 // pkg/client/direct submits to Redis with the engine's own scripts, with the
 // same semantics, types and errors (both implement Producer).

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/httpapi"
@@ -38,8 +39,9 @@ import (
 // The tests and examples share one redis-server and one in-process API
 // server (auth off: the end-to-end tests in test/e2e cover Kubernetes auth
 // on the real API process). Queue shop/emails has a worker whose handlers
-// are echo (returns its payload), fail (fails for good) and sleep (sleeps
-// the payload's seconds); queue shop/idle has none.
+// are echo (returns its payload), fail (fails for good), sleep (sleeps
+// the payload's seconds) and trace (returns its context's span context);
+// queue shop/idle has none.
 var (
 	apiServer *httptest.Server
 	engine    *broker.Broker
@@ -89,6 +91,14 @@ func run(m *testing.M) int {
 	mux.HandleFunc("echo", func(_ context.Context, t *worker.Task) (any, error) { return t.Payload, nil })
 	mux.HandleFunc("fail", func(context.Context, *worker.Task) (any, error) {
 		return nil, fmt.Errorf("%w: out of stock", worker.SkipRetry)
+	})
+	// trace returns the span context its context carries (TestTrace*).
+	mux.HandleFunc("trace", func(ctx context.Context, _ *worker.Task) (any, error) {
+		sc := trace.SpanContextFromContext(ctx)
+		if !sc.IsValid() {
+			return map[string]string{}, nil
+		}
+		return map[string]string{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()}, nil
 	})
 	mux.HandleFunc("sleep", func(ctx context.Context, t *worker.Task) (any, error) {
 		var p struct{ Seconds float64 }
