@@ -117,6 +117,7 @@ func runDev(f devFlags) error {
 		RedisFsync:   f.redisFsync,
 		RedisCluster: f.redis == "cluster",
 		ManagerEnv:   otelEnv(),
+		APIEnv:       otelEnv(),
 		Log:          log,
 	})
 	if err != nil {
@@ -138,9 +139,9 @@ func runDev(f devFlags) error {
 	return stack.Stop()
 }
 
-// otelEnv is this process's OTEL_* variables, handed to the manager: run
-// `OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 make dev` to export its
-// trace spans (docs/observability.md). Workers take theirs from the Queue's
+// otelEnv is this process's OTEL_* variables, handed to the manager and the
+// API: run `OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 make dev` to
+// export their trace spans (docs/observability.md). Workers take theirs from the Queue's
 // workerTemplate, as in a cluster.
 func otelEnv() []string {
 	var env []string

@@ -30,7 +30,7 @@ import (
 // control plane).
 type apiProcess struct {
 	bin, kubeconfig, logPath, stackDir, redisURL string
-	extraArgs                                    []string
+	extraArgs, extraEnv                          []string
 	port                                         int
 	proc                                         *child
 }
@@ -50,7 +50,7 @@ func (a *apiProcess) start(ctx context.Context) error {
 	args := append([]string{"--bind-address=127.0.0.1:" + strconv.Itoa(a.port), "--redis-url=" + a.redisURL,
 		"--kubeconfig=" + a.kubeconfig}, a.extraArgs...)
 	cmd := exec.Command(a.bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, a.extraEnv...)
 	proc, err := startChild("api", a.stackDir, a.logPath, cmd)
 	if err != nil {
 		return err

@@ -47,6 +47,9 @@ type Options struct {
 	APIBin string
 	// APIArgs are extra API flags.
 	APIArgs []string
+	// APIEnv are extra KEY=value variables of the API, e.g. the OTEL_*
+	// variables that make it export trace spans.
+	APIEnv []string
 	// CRDDir holds the CRD manifests (config/crd/bases).
 	CRDDir string
 	// ClusterRoles are files of ClusterRoles (config/rbac's producer and
@@ -239,7 +242,7 @@ func (s *Stack) start(ctx context.Context) error {
 
 	if s.opts.APIBin != "" {
 		s.api = &apiProcess{bin: s.opts.APIBin, kubeconfig: s.adminKubeconfig(), logPath: filepath.Join(logDir, "api.log"),
-			stackDir: s.Dir, redisURL: s.redis.url(), extraArgs: s.opts.APIArgs}
+			stackDir: s.Dir, redisURL: s.redis.url(), extraArgs: s.opts.APIArgs, extraEnv: s.opts.APIEnv}
 		if err := s.api.start(ctx); err != nil {
 			return err
 		}

@@ -114,8 +114,9 @@ func run(m *testing.M) int {
 			// Nothing acknowledged may be lost when redis-server is killed.
 			RedisFsync:   "always",
 			RedisCluster: e == cluster,
-			// The manager exports trace spans (of traced submissions only).
+			// The manager and the API export trace spans (of traced submissions only).
 			ManagerEnv: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.URL(), "OTEL_BSP_SCHEDULE_DELAY=100"},
+			APIEnv:     []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.URL(), "OTEL_BSP_SCHEDULE_DELAY=100"},
 			Log:        slog.New(handler).With("stack", e.name),
 		}
 		if e == single {

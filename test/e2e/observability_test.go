@@ -18,6 +18,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -43,6 +44,8 @@ import (
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
+	"github.com/dtq-dev/dtq/internal/tracing"
+	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
 
 // A burst with failures on Queue e2e-metrics/q (one worker), then the queue
@@ -198,6 +201,13 @@ func TestMetricsAfterBurst(t *testing.T) {
 		}
 	}
 
+	apiSeries := checkAPIMetrics(t)
+	for k := range apiSeries {
+		if strings.HasPrefix(k, "dtq_api_") {
+			checked[seriesName(k)] = true
+		}
+	}
+
 	// Every documented series was checked above (or is process-wide and
 	// checked here), and every dtq series scraped is documented.
 	docs := documentedSeries(t)
@@ -212,7 +222,7 @@ func TestMetricsAfterBurst(t *testing.T) {
 			t.Errorf("documented series %s is not checked by this test", name)
 		}
 	}
-	for _, scraped := range []map[string]float64{mgr, wk, redisAfter} {
+	for _, scraped := range []map[string]float64{mgr, wk, redisAfter, apiSeries} {
 		for k := range scraped {
 			if name := seriesName(k); strings.HasPrefix(name, "dtq_") && docs[name] == "" {
 				t.Errorf("%s is exported but not in docs/metrics.md", name)
@@ -223,7 +233,44 @@ func TestMetricsAfterBurst(t *testing.T) {
 	checkLogs(t, ns, pod.Name)
 }
 
-// checkLogs reads the stack's manager log and the worker pod's log: every line
+// checkAPIMetrics scrapes the API's /metrics (with the admin token: the
+// non-resource path /metrics needs get) around a submission and a batch to a
+// queue that does not exist: each counts once under its route with code 404
+// and is timed, and the API's Redis client is timed (the queue lookups). It
+// returns the last scrape.
+func checkAPIMetrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	tok := adminToken(t)
+	before := scrapeSeriesAs(t, single.stack.APIURL+"/metrics", tok, "")
+	path := queuePath("e2e-no-such-ns", "none") + "/tasks"
+	expect(t, "submit to no queue", call(t, tok, http.MethodPost, path, map[string]any{"task_type": "echo"}), http.StatusNotFound, "QUEUE_NOT_FOUND")
+	expect(t, "batch to no queue", call(t, tok, http.MethodPost, path+":batch",
+		map[string]any{"tasks": []map[string]any{{"task_type": "echo"}}}), http.StatusNotFound, "QUEUE_NOT_FOUND")
+	after := scrapeSeriesAs(t, single.stack.APIURL+"/metrics", tok, "")
+	for _, k := range []string{
+		"dtq_api_requests_total{code=404,route=submit}", "dtq_api_requests_total{code=404,route=submit_batch}",
+		"dtq_api_request_duration_seconds_count{route=submit}", "dtq_api_request_duration_seconds_count{route=submit_batch}",
+	} {
+		if d := after[k] - before[k]; d != 1 {
+			t.Errorf("API %s moved by %v, want 1", k, d)
+		}
+	}
+	if d := after["dtq_api_requests_total{code=200,route=metrics}"] - before["dtq_api_requests_total{code=200,route=metrics}"]; d != 1 {
+		t.Errorf("API scrapes counted %v between two scrapes, want 1", d)
+	}
+	var redisCalls float64
+	for k, v := range after {
+		if strings.HasPrefix(k, "dtq_redis_command_duration_seconds_count") {
+			redisCalls += v - before[k]
+		}
+	}
+	if redisCalls < 2 {
+		t.Errorf("the API's Redis client timed %v commands for two queue lookups", redisCalls)
+	}
+	return after
+}
+
+// checkLogs reads the stack's manager, API and worker pod's logs: every line
 // is a JSON object with time, level and msg, and the worker's five failed
 // attempts (3 fail, 2 flaky) are logged with the task's ID, attempt,
 // namespace and queue.
@@ -231,6 +278,11 @@ func checkLogs(t *testing.T, ns, pod string) {
 	t.Helper()
 	logs := filepath.Join(single.stack.Dir, "logs")
 	jsonLines(t, filepath.Join(logs, "manager.log"))
+	if !slices.ContainsFunc(jsonLines(t, filepath.Join(logs, "api.log")), func(l map[string]any) bool {
+		return l["msg"] == "Serving the dtq API" && l["level"] == "info"
+	}) {
+		t.Errorf("api.log has no info line Serving the dtq API")
+	}
 	failed := 0
 	for _, l := range jsonLines(t, filepath.Join(logs, "worker_"+ns+"_"+pod+".log")) {
 		if l["msg"] != "Task attempt failed" {
@@ -289,7 +341,20 @@ func onePod(t *testing.T, ns string) struct{ Name, MetricsAddr string } {
 // series without a namespace label. A histogram gives its _count and _sum.
 func scrapeSeries(t *testing.T, url, ns string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url)
+	return scrapeSeriesAs(t, url, "", ns)
+}
+
+// scrapeSeriesAs is scrapeSeries with a bearer token (the API's /metrics).
+func scrapeSeriesAs(t *testing.T, url, token, ns string) map[string]float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,6 +481,74 @@ func TestTraceThroughTaskCR(t *testing.T) {
 		}
 		return nil
 	}))
+}
+
+// A submission through the real API with the caller's trace context (the Go
+// client sends it as a traceparent header), single and batch, on a Queue whose
+// workers export spans: the API's dtq.submit and the worker's dtq.start and
+// dtq.complete reach the OTLP receiver in the caller's trace, each the child
+// of the one before.
+func TestTraceThroughAPI(t *testing.T) {
+	ns := single.namespace(t, "e2e-trace-api")
+	apiQueue(t, ns, "q", func(s *dtqv1alpha1.QueueSpec) {
+		s.WorkerTemplate.Spec.Containers = []corev1.Container{{Name: "worker", Image: "dtq-worker", Env: []corev1.EnvVar{
+			{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: otlp.URL()},
+			{Name: "OTEL_BSP_SCHEDULE_DELAY", Value: "100"},
+		}}}
+	})
+	q := apiClient(t, adminToken(t)).Queue(ns, "q")
+	traced := func() (context.Context, string, string) {
+		traceID, parentID := randomHex(16), randomHex(8)
+		return tracing.WithTraceParent(t.Context(), "00-"+traceID+"-"+parentID+"-01"), traceID, parentID
+	}
+	ctx, single, singleParent := traced()
+	task, err := q.Submit(ctx, "echo", map[string]int{"x": 1})
+	must(t, err)
+	ids := []string{task.TaskID}
+	ctx, batch, batchParent := traced()
+	res, err := q.SubmitBatch(ctx, []dtqclient.SubmitRequest{{TaskType: "echo"}, {TaskType: "echo"}})
+	must(t, err)
+	for _, r := range res {
+		must(t, r.Err())
+		ids = append(ids, r.Task.TaskID)
+	}
+	for _, id := range ids {
+		if done, err := q.Wait(t.Context(), id); err != nil || done.Status != dtqclient.StatusSucceeded {
+			t.Fatalf("task %s: %+v %v", id, done, err)
+		}
+	}
+	for _, c := range []struct {
+		traceID, parentID string
+		tasks             int
+	}{{single, singleParent, 1}, {batch, batchParent, 2}} {
+		must(t, poll(t.Context(), 30*time.Second, func() error {
+			spans := otlp.traceSpans(c.traceID)
+			var submit receivedSpan
+			starts := map[string]receivedSpan{} // by span ID
+			for _, s := range spans {
+				switch s.Name {
+				case "dtq.submit":
+					submit = s
+				case "dtq.start":
+					starts[s.SpanID] = s
+				}
+			}
+			if submit.SpanID == "" || submit.ParentID != c.parentID || submit.Service != "dtq-api" {
+				return fmt.Errorf("trace %s: want the API's dtq.submit, child of %s; spans so far %+v", c.traceID, c.parentID, spans)
+			}
+			completes := 0
+			for _, s := range spans {
+				start, ok := starts[s.ParentID]
+				if s.Name == "dtq.complete" && ok && start.ParentID == submit.SpanID && start.Service == "dtq-worker" {
+					completes++
+				}
+			}
+			if len(starts) != c.tasks || completes != c.tasks {
+				return fmt.Errorf("trace %s: want %d dtq.start -> dtq.complete chains under dtq.submit, got %+v", c.traceID, c.tasks, spans)
+			}
+			return nil
+		}))
+	}
 }
 
 func randomHex(n int) string {

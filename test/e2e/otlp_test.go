@@ -97,3 +97,16 @@ func (r *otlpReceiver) trace(traceID string) map[string]receivedSpan {
 	}
 	return out
 }
+
+// traceSpans returns every span of one trace.
+func (r *otlpReceiver) traceSpans(traceID string) []receivedSpan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []receivedSpan
+	for _, s := range r.spans {
+		if s.TraceID == traceID {
+			out = append(out, s)
+		}
+	}
+	return out
+}
