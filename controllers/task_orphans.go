@@ -48,7 +48,7 @@ func (l *queueLoops) sweepOrphans(ctx context.Context) {
 		ref := queueRefOf(&queues.Items[i])
 		got, err := l.engine.TaskCRTasks(ctx, ref)
 		if err != nil {
-			log.Error(err, "List the tasks of Task CRs", "queue", ref.String())
+			log.Error(err, "List the tasks of Task CRs", "namespace", ref.Namespace, "queue", ref.Name)
 			continue
 		}
 		ids[ref] = got
@@ -70,9 +70,9 @@ func (l *queueLoops) sweepOrphans(ctx context.Context) {
 			state, err := l.engine.Cancel(ctx, ref, id)
 			switch {
 			case err == nil:
-				log.Info("Cancelled the task of a Task deleted while no manager ran", "queue", ref.String(), "taskID", id, "state", state)
+				log.Info("Cancelled the task of a Task deleted while no manager ran", "namespace", ref.Namespace, "queue", ref.Name, "task_id", id, "state", state)
 			case !errors.Is(err, broker.ErrTaskNotFound) && !errors.Is(err, broker.ErrTaskTerminal):
-				log.Error(err, "Cancel an orphaned task", "queue", ref.String(), "taskID", id)
+				log.Error(err, "Cancel an orphaned task", "namespace", ref.Namespace, "queue", ref.Name, "task_id", id)
 			}
 		}
 	}

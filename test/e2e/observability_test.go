@@ -195,8 +195,11 @@ func TestMetricsAfterBurst(t *testing.T) {
 	if n := redisAfter["dtq_redis_command_duration_seconds_count{command=pipeline}"] - redisBefore["dtq_redis_command_duration_seconds_count{command=pipeline}"]; n <= 0 {
 		t.Errorf("the manager's pipelined Redis calls did not move (%v)", n)
 	}
+	// ACL errors excepted: setting up a namespace's Redis user tries ACL
+	// SETUSER with +client|setinfo first, which Redis before 7.2 refuses (an
+	// ERR reply, counted as such), then without it.
 	for k, v := range redisAfter {
-		if strings.HasPrefix(k, "dtq_redis_command_errors_total") && v != redisBefore[k] {
+		if strings.HasPrefix(k, "dtq_redis_command_errors_total") && !strings.Contains(k, "command=acl,") && v != redisBefore[k] {
 			t.Errorf("%s went from %v to %v during the test", k, redisBefore[k], v)
 		}
 	}
