@@ -140,7 +140,7 @@ func TestKubernetesGuardsMetricsOnly(t *testing.T) {
 		if code != tc.want {
 			t.Errorf("GET %s with token %.8q: %d, want %d (%s)", tc.path, tc.token, code, tc.want, body)
 		}
-		if code == http.StatusOK && tc.path == "/metrics" && !strings.Contains(body, "dtq_worker_inflight") {
+		if code == http.StatusOK && tc.path == "/metrics" && !strings.Contains(body, "dtq_worker_tasks_in_flight") {
 			t.Errorf("GET /metrics: no worker metrics in %q", body)
 		}
 	}
