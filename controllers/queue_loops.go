@@ -175,6 +175,8 @@ func (l *queueLoops) syncEvents(ctx context.Context) {
 // handleEvents wakes the Tasks of a queue's new events and, when one of them
 // changes the backlog or the pause, the Queue.
 func (l *queueLoops) handleEvents(ctx context.Context, ref broker.QueueRef, c *eventCursor, evs []broker.Event) {
+	// ids maps a task to whether it ran again (TaskRetried), which also
+	// wakes its finished Tasks.
 	ids := make(map[string]bool, len(evs))
 	for _, ev := range evs {
 		c.after = ev.ID
@@ -183,11 +185,11 @@ func (l *queueLoops) handleEvents(ctx context.Context, ref broker.QueueRef, c *e
 			c.pendingKick = true
 		}
 		if ev.TaskID != "" {
-			ids[ev.TaskID] = true
+			ids[ev.TaskID] = ids[ev.TaskID] || ev.Type == broker.EventRetried
 		}
 	}
-	for id := range ids {
-		l.wakeTasks(ctx, ref.Namespace, id)
+	for id, retried := range ids {
+		l.wakeTasks(ctx, ref.Namespace, id, retried)
 	}
 	// Tasks submitted over HTTP exist only in Redis: the first one must
 	// scale a queue up from zero now, not at the next poll. Later ones are
@@ -202,9 +204,10 @@ func (l *queueLoops) handleEvents(ctx context.Context, ref broker.QueueRef, c *e
 	}
 }
 
-// wakeTasks enqueues the Task whose UID is id and the unfinished Tasks
-// mirroring it as duplicates.
-func (l *queueLoops) wakeTasks(ctx context.Context, ns, id string) {
+// wakeTasks enqueues the Task whose UID is id and the Tasks mirroring it as
+// duplicates: the unfinished ones, and the finished ones too when the task
+// ran again (a retry or a dead-letter requeue), so they follow it.
+func (l *queueLoops) wakeTasks(ctx context.Context, ns, id string, ranAgain bool) {
 	for _, index := range []string{indexTaskID, indexMirrorOf} {
 		var list dtqv1alpha1.TaskList
 		if err := l.client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: id}); err != nil {
@@ -212,7 +215,7 @@ func (l *queueLoops) wakeTasks(ctx context.Context, ns, id string) {
 			continue
 		}
 		for i := range list.Items {
-			if t := &list.Items[i]; !t.Status.State.Finished() {
+			if t := &list.Items[i]; ranAgain || !t.Status.State.Finished() {
 				l.send(ctx, t)
 			}
 		}

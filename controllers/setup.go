@@ -49,6 +49,7 @@ type Engine interface {
 	Cancel(ctx context.Context, q broker.QueueRef, id string) (broker.State, error)
 	ReadEventsMany(ctx context.Context, cursors []broker.EventsCursor, count int) []broker.EventsReply
 	PromoteDueMany(ctx context.Context, qs []broker.QueueRef, limit int) []broker.Promotion
+	Retry(ctx context.Context, q broker.QueueRef, id, token string) (broker.TaskInfo, error)
 	TaskCRTasks(ctx context.Context, q broker.QueueRef) ([]string, error)
 	DeleteQueue(ctx context.Context, q broker.QueueRef) (int, error)
 	QueueMetrics(ctx context.Context, q broker.QueueRef) (broker.QueueMetrics, error)

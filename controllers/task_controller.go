@@ -101,7 +101,7 @@ func (r *TaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 func (r *TaskReconciler) reconcile(ctx context.Context, task *dtqv1alpha1.Task) (ctrl.Result, error) {
 	prev := r.lastStatus(task)
 	if prev.State.Finished() {
-		return r.collectFinished(ctx, task, prev)
+		return r.reconcileFinished(ctx, task, prev)
 	}
 	queue := &dtqv1alpha1.Queue{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: task.Spec.Queue}, queue); err != nil {
@@ -126,6 +126,7 @@ func (r *TaskReconciler) reconcile(ctx context.Context, task *dtqv1alpha1.Task) 
 			return ctrl.Result{}, err
 		}
 	}
+	r.setLifecycleConditions(next, task)
 
 	if !statusChanged(prev, next) {
 		return r.after(ctx, task, next, queue, o)
@@ -194,11 +195,7 @@ func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, prev,
 		}
 		r.submitted.Store(task.UID, e.TaskID)
 		applyTaskInfo(next, task, info, true)
-		if info.State.Terminal() { // it finished between the two calls: a replay
-			r.setSubmitted(next, task, info, true)
-		} else {
-			r.setMirroring(next, task, e.TaskID)
-		}
+		r.setSubmitted(next, task, info, true) // a replay if it finished between the two calls
 		return outcome{info: &info}, nil
 	case errors.Is(err, broker.ErrQueueNotFound):
 		next.State = dtqv1alpha1.TaskPending
@@ -250,23 +247,20 @@ func (r *TaskReconciler) finishUnsubmitted(next *dtqv1alpha1.TaskStatus, task *d
 	next.FinishedAt = ptrTime(r.now())
 	next.LastError = truncate(msg, maxLastError)
 	r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionFalse, reason, msg)
-	r.setCondition(next, task, dtqv1alpha1.TaskComplete, metav1.ConditionTrue, reason, msg)
 }
 
+// setSubmitted sets the Submitted condition of a Task whose task (own, or the
+// original it mirrors when dup) is info.
 func (r *TaskReconciler) setSubmitted(next *dtqv1alpha1.TaskStatus, task *dtqv1alpha1.Task, info broker.TaskInfo, dup bool) {
-	if dup {
+	switch {
+	case dup && !info.State.Terminal():
+		r.setMirroring(next, task, info.ID)
+	case dup:
 		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonDuplicate,
 			fmt.Sprintf("Idempotency key %q is owned by task %s; this Task replays its outcome", task.Spec.IdempotencyKey, info.ID))
-	} else {
+	default:
 		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonSubmitted,
 			"Task is in the queue")
-	}
-	if info.State.Terminal() {
-		msg := "Task " + string(info.State)
-		if info.LastError != "" {
-			msg += ": " + truncate(info.LastError, maxLastError)
-		}
-		r.setCondition(next, task, dtqv1alpha1.TaskComplete, metav1.ConditionTrue, string(info.State), msg)
 	}
 }
 

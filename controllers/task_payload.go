@@ -87,11 +87,7 @@ func (r *TaskReconciler) readBack(ctx context.Context, task *dtqv1alpha1.Task, p
 	}
 	dup := id != string(task.UID)
 	applyTaskInfo(next, task, info, dup)
-	if dup && !info.State.Terminal() {
-		r.setMirroring(next, task, id)
-	} else {
-		r.setSubmitted(next, task, info, dup)
-	}
+	r.setSubmitted(next, task, info, dup)
 	return outcome{info: &info}, true, nil
 }
 

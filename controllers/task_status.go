@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
@@ -111,8 +112,13 @@ func idempotencyState(s broker.State) dtqv1alpha1.IdempotencyState {
 // milestone is the Kubernetes Event for a status transition, if any.
 func milestone(prev, next *dtqv1alpha1.TaskStatus) (eventType, reason, note string, ok bool) {
 	dup := next.Idempotency != nil && next.Idempotency.Duplicate
+	ranAgain := !equality.Semantic.DeepEqual(prev.History, next.History)
 	switch {
-	case next.State.Finished() && !prev.State.Finished():
+	case ranAgain && !next.State.Finished():
+		last := next.History[len(next.History)-1]
+		return corev1.EventTypeNormal, EventReasonRetried,
+			fmt.Sprintf("Task runs again from attempt 1; the previous run ended %s after %d attempt(s)", last.State, last.Attempts), true
+	case next.State.Finished() && (!prev.State.Finished() || ranAgain):
 		if dup && next.Idempotency.State != dtqv1alpha1.IdempotencyProcessing {
 			return corev1.EventTypeNormal, EventReasonDuplicate,
 				fmt.Sprintf("Replayed task %s (%s) for idempotency key %q", next.Idempotency.TaskID, next.State, next.Idempotency.Key), true

@@ -21,13 +21,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// TaskSpec is one unit of work. Everything but cancel is immutable: a Task is a
-// request, and changing a request after submission would make its idempotency
-// meaningless.
+// TaskSpec is one unit of work. Everything but cancel and retryGeneration is
+// immutable: a Task is a request, and changing a request after submission would
+// make its idempotency meaningless.
 // +kubebuilder:validation:XValidation:rule="!(has(self.delay) && has(self.notBefore))",message="set at most one of delay and notBefore"
 // +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey)",message="idempotencyKey is immutable",fieldPath=".idempotencyKey"
 // +kubebuilder:validation:XValidation:rule="has(self.payload) == has(oldSelf.payload)",message="payload is immutable",fieldPath=".payload"
-// +kubebuilder:validation:XValidation:rule="has(self.maxAttempts) == has(oldSelf.maxAttempts) && has(self.timeout) == has(oldSelf.timeout) && has(self.delay) == has(oldSelf.delay) && has(self.notBefore) == has(oldSelf.notBefore) && has(self.ttl) == has(oldSelf.ttl) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished)",message="spec fields other than cancel are immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.maxAttempts) == has(oldSelf.maxAttempts) && has(self.timeout) == has(oldSelf.timeout) && has(self.delay) == has(oldSelf.delay) && has(self.notBefore) == has(oldSelf.notBefore) && has(self.ttl) == has(oldSelf.ttl) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished)",message="spec fields other than cancel and retryGeneration are immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.retryGeneration) || !has(oldSelf.retryGeneration)",message="retryGeneration cannot be removed",fieldPath=".retryGeneration"
 type TaskSpec struct {
 	// queue is the name of a Queue in the Task's namespace.
 	// +required
@@ -112,9 +113,20 @@ type TaskSpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
 	// cancel, set to true, cancels the task: at once when it waits, through its
-	// context when it runs. It is the only mutable field.
+	// context when it runs.
 	// +optional
 	Cancel bool `json:"cancel,omitempty"`
+
+	// retryGeneration, raised, runs a task that ended Failed or DeadLettered
+	// again, as a dead-letter requeue does: attempt back to 1, the finished run
+	// kept in status.history, the idempotency record back to processing. It may
+	// only grow, and only while the task is Failed or DeadLettered; each raise
+	// is one retry (`kubectl dtq retry` raises it by one). A value set when the
+	// Task is created retries nothing.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="retryGeneration may only grow"
+	// +optional
+	RetryGeneration int64 `json:"retryGeneration,omitempty"`
 }
 
 // TaskState is a task's lifecycle state.
@@ -180,8 +192,20 @@ const (
 	// TaskSubmitted is True once the task is in Redis (or mirrors the task that
 	// owns its idempotency key).
 	TaskSubmitted = "Submitted"
-	// TaskComplete is True when the task reached a terminal state.
+	// TaskComplete is True when the task reached a terminal state, whatever the
+	// outcome (its reason is that state), and False while it has not. It says
+	// the task is over, not that it worked: wait on TaskSucceededCondition for that.
 	TaskComplete = "Complete"
+	// TaskSucceededCondition is True when the task succeeded, False with the
+	// terminal state as reason when it ended any other way, and Unknown while it
+	// has not ended: `kubectl wait --for=condition=Succeeded`.
+	TaskSucceededCondition = "Succeeded"
+	// TaskReconciling is present (True) only while the task is not finished, and
+	// TaskStalled (True) only when it ended in a failure: the abnormal-true
+	// conditions that kstatus (Flux health checks, `kubectl wait`-style tools
+	// built on sigs.k8s.io/cli-utils) reads as InProgress and Failed.
+	TaskReconciling = "Reconciling"
+	TaskStalled     = "Stalled"
 
 	ReasonSubmitted             = "Submitted"
 	ReasonQueueNotFound         = "QueueNotFound"
@@ -194,10 +218,11 @@ const (
 	// ReasonQueueDeleted ends a submitted Task whose Queue was deleted: its
 	// task was cancelled with the Queue.
 	ReasonQueueDeleted = "QueueDeleted"
-	// The Complete condition's reason is the terminal state (Succeeded, Failed,
-	// DeadLettered, Cancelled, Expired); ReasonInvalidTask and
-	// ReasonPayloadTooLarge end a task that was never submitted, and
-	// ReasonQueueDeleted one whose Queue was deleted.
+	// The reason of Complete, Succeeded, Reconciling and Stalled is the task's
+	// state (Queued, Succeeded, DeadLettered ...), or the Submitted condition's
+	// reason while it is False (QueueNotFound, QueueFull; InvalidTask and
+	// PayloadTooLarge end a task that was never submitted, QueueDeleted one
+	// whose Queue was deleted).
 )
 
 // TaskStatus is the observed state of a Task.
@@ -255,12 +280,50 @@ type TaskStatus struct {
 	// idempotency reflects the idempotency record when spec.idempotencyKey is set.
 	// +optional
 	Idempotency *TaskIdempotency `json:"idempotency,omitempty"`
+
+	// observedRetryGeneration is the spec.retryGeneration the controller has
+	// acted on.
+	// +optional
+	ObservedRetryGeneration int64 `json:"observedRetryGeneration,omitempty"`
+
+	// history holds the task's earlier runs, oldest first: each time a finished
+	// task runs again (spec.retryGeneration, or a dead-letter requeue through
+	// the API), the run that ended is added here. The newest 10 are kept.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	History []TaskRun `json:"history,omitempty"`
+}
+
+// TaskRun is one finished run of a task that was run again.
+type TaskRun struct {
+	// state is how the run ended.
+	// +required
+	State TaskState `json:"state"`
+
+	// attempts is how many attempts the run made.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// finishedAt is when the run ended.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// lastError is the run's last failure message.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LastError string `json:"lastError,omitempty"`
 }
 
 // Task is a unit of work submitted to a Queue.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=dt,categories=dtq
+// +kubebuilder:selectablefield:JSONPath=`.spec.queue`
+// +kubebuilder:selectablefield:JSONPath=`.spec.type`
+// +kubebuilder:selectablefield:JSONPath=`.spec.idempotencyKey`
+// +kubebuilder:selectablefield:JSONPath=`.status.state`
+// +kubebuilder:validation:XValidation:rule="(has(self.spec.retryGeneration) ? self.spec.retryGeneration : 0) == (has(oldSelf.spec.retryGeneration) ? oldSelf.spec.retryGeneration : 0) || (has(self.status) && has(self.status.state) && self.status.state in ['Failed', 'DeadLettered'])",messageExpression="'cannot retry a task that is ' + (has(self.status) && has(self.status.state) ? self.status.state : 'not finished') + ': only a Failed or DeadLettered task can be retried'",fieldPath=".spec.retryGeneration"
 // +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.queue`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
@@ -278,7 +341,10 @@ type Task struct {
 	// +required
 	Spec TaskSpec `json:"spec"`
 
-	// status is the observed state of the task.
+	// status is the observed state of the task. It reads as observedGeneration
+	// 0 until the controller first writes it, so status tools (kstatus) see a
+	// new Task as in progress, not as done.
+	// +kubebuilder:default={observedGeneration: 0}
 	// +optional
 	Status TaskStatus `json:"status,omitempty"`
 }

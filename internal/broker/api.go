@@ -148,7 +148,7 @@ type TaskInfo struct {
 	Priority        int
 	State           State
 	Attempt         int // starts at 1; +1 on a retry and on a crash redelivery
-	PrevAttempts    int // the attempt count before the latest dead-letter requeue (0: never requeued)
+	PrevAttempts    int // the summed attempts of earlier runs: a dead-letter requeue or a Retry adds the ended run's and restarts Attempt at 1
 	MaxAttempts     int
 	Timeout         time.Duration
 	CreatedAt       time.Time

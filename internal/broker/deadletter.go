@@ -66,12 +66,28 @@ func (b *Broker) DeadLetter(ctx context.Context, q QueueRef, id string) (DeadLet
 // IDEMPOTENCY_IN_PROGRESS again. ErrTaskConflict when the task is not
 // dead-lettered. The record is left alone if the key names another task.
 func (b *Broker) Requeue(ctx context.Context, q QueueRef, id string) (TaskInfo, error) {
+	return b.requeue(ctx, q, id, "")
+}
+
+// Retry runs a task that ended Failed or DeadLettered again, as Requeue does.
+// token (non-empty) names this retry: a second Retry with the token of the
+// retry applied last changes nothing and returns the task, so a caller that
+// crashed before recording its retry does not run the task twice.
+// ErrTaskConflict when the task is in any other state.
+func (b *Broker) Retry(ctx context.Context, q QueueRef, id, token string) (TaskInfo, error) {
+	if token == "" {
+		return TaskInfo{}, &Error{Code: CodeInvalidTask, Message: "a retry needs a token"}
+	}
+	return b.requeue(ctx, q, id, token)
+}
+
+func (b *Broker) requeue(ctx context.Context, q QueueRef, id, token string) (TaskInfo, error) {
 	if !validID(id) {
 		return TaskInfo{}, notFound(id)
 	}
 	k := keysFor(q)
 	now, nowtxt := b.now()
-	v, err := requeueScript.Run(ctx, b.rdb, []string{k.task(id), k.deadLetter()}, k.prefix, id, now, nowtxt).Slice()
+	v, err := requeueScript.Run(ctx, b.rdb, []string{k.task(id), k.deadLetter()}, k.prefix, id, now, nowtxt, token).Slice()
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("broker: requeue %s: %w", id, err)
 	}
@@ -79,7 +95,11 @@ func (b *Broker) Requeue(ctx context.Context, q QueueRef, id string) (TaskInfo, 
 	case "notfound":
 		return TaskInfo{}, notFound(id)
 	case "conflict":
-		return TaskInfo{}, &Error{Code: CodeTaskConflict, Message: fmt.Sprintf("task %s is %s, not DeadLettered", id, str(v[1]))}
+		want := "DeadLettered"
+		if token != "" {
+			want = "Failed or DeadLettered"
+		}
+		return TaskInfo{}, &Error{Code: CodeTaskConflict, Message: fmt.Sprintf("task %s is %s, not %s", id, str(v[1]), want)}
 	}
 	return taskFromHash(q, hashMap(v[1])), nil
 }

@@ -661,23 +661,31 @@ finish(id, "Cancelled", "TaskCancelled", h[2], h[5], now, ARGV[4])
 return {"Cancelled"}
 `)
 
-// requeueScript puts a DeadLettered task back on its stream with attempt 1,
-// removes its dead-letter entry and resets its idempotency record to
-// processing, without expiry until the task ends again (unless the key now
-// belongs to another task).
+// requeueScript runs a finished task again with attempt 1: a dead-letter
+// requeue (DeadLettered only) or a retry (Failed too). It removes the
+// dead-letter entry, adds the run's attempts to previous_attempts, and resets
+// the idempotency record to processing, without expiry until the task ends
+// again (unless the key now belongs to another task). A retry stores its
+// token in the task hash, and a second retry with the same token changes
+// nothing and answers "ok", so a caller that lost the reply (or crashed
+// before recording it) retries once.
 //
 // KEYS[1] task hash, KEYS[2] dead-letter stream.
-// ARGV[1] prefix, [2] task id, [3] now ms, [4] nowtxt.
+// ARGV[1] prefix, [2] task id, [3] now ms, [4] nowtxt, [5] retry token ("":
+// a dead-letter requeue).
 // Returns {"notfound"}, {"conflict", state} or {"ok", HGETALL task}.
 var requeueScript = script(`
-local tk, id, now = KEYS[1], ARGV[2], ARGV[3]
-local h = redis.call("HMGET", tk, "state", "attempt", "prio", "dlq", "ikey")
+local tk, id, now, token = KEYS[1], ARGV[2], ARGV[3], ARGV[5]
+local h = redis.call("HMGET", tk, "state", "attempt", "prio", "dlq", "ikey", "previous_attempts", "retry_token")
 if not h[1] then return {"notfound"} end
-if h[1] ~= "DeadLettered" then return {"conflict", h[1]} end
+if token ~= "" and h[7] == token then return {"ok", redis.call("HGETALL", tk)} end
+if h[1] ~= "DeadLettered" and not (token ~= "" and h[1] == "Failed") then return {"conflict", h[1]} end
 if h[4] then redis.call("XDEL", KEYS[2], h[4]) end
 redis.call("HDEL", tk, "dlq", "discarded", "cancel_requested", "started_at", "finished_at", "worker_id")
 local msg = redis.call("XADD", k_stream(h[3]), "*", "t", id, "a", 1)
-redis.call("HSET", tk, "state", "Queued", "attempt", 1, "previous_attempts", h[2], "available_at", now, "msg", msg)
+redis.call("HSET", tk, "state", "Queued", "attempt", 1, "previous_attempts", int((tonumber(h[6]) or 0) + tonumber(h[2])),
+  "available_at", now, "msg", msg)
+if token ~= "" then redis.call("HSET", tk, "retry_token", token) end
 redis.call("PERSIST", tk) -- retention counts from the end again
 if h[5] and h[5] ~= "" then
   local rk = k_idem(h[5])

@@ -46,6 +46,10 @@ func (w *TaskWrapper) TTLAfterFinished(s int32) *TaskWrapper {
 	w.Spec.TTLSecondsAfterFinished = ptr.To(s)
 	return w
 }
+func (w *TaskWrapper) TTL(d time.Duration) *TaskWrapper {
+	w.Spec.TTL = &metav1.Duration{Duration: d}
+	return w
+}
 func (w *TaskWrapper) Cancel() *TaskWrapper { w.Spec.Cancel = true; return w }
 
 // Payload sets the payload to v encoded as JSON.
@@ -90,6 +94,15 @@ func (w *QueueWrapper) ScaleDownAfter(d time.Duration) *QueueWrapper {
 }
 func (w *QueueWrapper) IdempotencyTTL(d time.Duration) *QueueWrapper {
 	w.Spec.IdempotencyTTL = dtqv1alpha1.NewDuration(d)
+	return w
+}
+func (w *QueueWrapper) RetryDelays(base, max time.Duration) *QueueWrapper {
+	w.Spec.Retry.BaseDelay = dtqv1alpha1.NewDuration(base)
+	w.Spec.Retry.MaxDelay = dtqv1alpha1.NewDuration(max)
+	return w
+}
+func (w *QueueWrapper) DeadLetter(enabled bool) *QueueWrapper {
+	w.Spec.DeadLetter.Enabled = ptr.To(enabled)
 	return w
 }
 func (w *QueueWrapper) MaxDepth(n int64) *QueueWrapper        { w.Spec.MaxDepth = n; return w }
