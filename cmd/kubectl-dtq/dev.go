@@ -45,6 +45,9 @@ API's base URL to <dir>/api-url, and prints one line:
 
 then runs until Ctrl-C (or --timeout) and stops everything it started.
 Logs are in <dir>/logs. Run it from the repository root (make dev does).`,
+		Example: `  make dev
+  bin/kubectl-dtq dev --keep-state
+  bin/kubectl-dtq dev --exit-after-ready -q`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(f) },
 	}

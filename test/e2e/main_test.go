@@ -59,6 +59,8 @@ var (
 	// otlp receives the trace spans of the manager and of workers whose
 	// Queue's template points them at it.
 	otlp *otlpReceiver
+	// binDir holds the binaries the suite built: manager, worker, api, kubectl-dtq.
+	binDir string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -76,13 +78,13 @@ func run(m *testing.M) int {
 		return fail("%v", err)
 	}
 	root := envtestutil.RepoRoot()
-	bin := filepath.Join(tmp, "bin")
+	binDir = filepath.Join(tmp, "bin")
 	ctx := context.Background()
 	t0 := time.Now()
-	if err := devstack.Build(ctx, root, bin, "./cmd/manager", "./cmd/worker", "./cmd/api"); err != nil {
+	if err := devstack.Build(ctx, root, binDir, "./cmd/manager", "./cmd/worker", "./cmd/api", "./cmd/kubectl-dtq"); err != nil {
 		return fail("build the binaries: %v", err)
 	}
-	managerBin, chaosLog = filepath.Join(bin, "manager"), filepath.Join(tmp, "chaos.log")
+	managerBin, chaosLog = filepath.Join(binDir, "manager"), filepath.Join(tmp, "chaos.log")
 	tox := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	defer func() {
 		for _, p := range []*toxiproxy.Proxy{toManager, toWorkers} {
@@ -103,12 +105,13 @@ func run(m *testing.M) int {
 			Dir:        e.dir,
 			AssetsDir:  envtestutil.AssetsDir(),
 			ManagerBin: managerBin,
-			WorkerBin:  filepath.Join(bin, "worker"),
-			APIBin:     filepath.Join(bin, "api"),
+			WorkerBin:  filepath.Join(binDir, "worker"),
+			APIBin:     filepath.Join(binDir, "api"),
 			// Short keep-alives, and denials cached briefly so a RoleBinding
 			// made during a test takes effect within it.
-			APIArgs: []string{"--events-keepalive=1s", "--authz-deny-cache-ttl=2s"},
-			CRDDir:  filepath.Join(root, "config", "crd", "bases"),
+			APIArgs:      []string{"--events-keepalive=1s", "--authz-deny-cache-ttl=2s"},
+			CRDDir:       filepath.Join(root, "config", "crd", "bases"),
+			AdmissionDir: filepath.Join(root, "config", "admission"),
 			ClusterRoles: []string{filepath.Join(root, "config", "rbac", "producer_role.yaml"),
 				filepath.Join(root, "config", "rbac", "queue_operator_role.yaml")},
 			// Nothing acknowledged may be lost when redis-server is killed.

@@ -1,0 +1,200 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/printers"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+)
+
+var taskStates = []dtqv1alpha1.TaskState{
+	dtqv1alpha1.TaskPending, dtqv1alpha1.TaskQueued, dtqv1alpha1.TaskRunning, dtqv1alpha1.TaskRetrying,
+	dtqv1alpha1.TaskSucceeded, dtqv1alpha1.TaskFailed, dtqv1alpha1.TaskDeadLettered, dtqv1alpha1.TaskCancelled, dtqv1alpha1.TaskExpired,
+}
+
+const outputHelp = "Output format: wide, json, yaml, name, jsonpath=TEMPLATE or go-template=TEMPLATE (default: a table)."
+
+func newGetCommand(c *cli) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "get TASK...",
+		Short: "Show Tasks by name",
+		Long:  "get shows the named Tasks of the namespace with the columns of `kubectl get tasks.dtq.dev`.",
+		Example: `  kubectl dtq get invoice-42
+  kubectl dtq get invoice-42 -o jsonpath='{.status.result}'
+  kubectl dtq -n emails get tasks.dtq.dev/receipt-1001 -o yaml`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := c.tasks()
+			if err != nil {
+				return err
+			}
+			var table *metav1.Table
+			list := &dtqv1alpha1.TaskList{}
+			for _, arg := range args {
+				name, err := taskName(arg)
+				if err != nil {
+					return err
+				}
+				if output == "" || output == "wide" {
+					t, err := tc.table(cmd.Context(), name, metav1.ListOptions{})
+					if err != nil {
+						return err
+					}
+					if table == nil {
+						table = t
+					} else {
+						table.Rows = append(table.Rows, t.Rows...)
+					}
+					continue
+				}
+				t, err := tc.get(cmd.Context(), name)
+				if err != nil {
+					return err
+				}
+				list.Items = append(list.Items, *t)
+			}
+			if table != nil {
+				return printTable(c.streams.Out, table, output == "wide", false)
+			}
+			var obj runtime.Object = list
+			if len(list.Items) == 1 {
+				obj = &list.Items[0]
+			}
+			return printObject(c.streams.Out, obj, output, "")
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp)
+	return cmd
+}
+
+type listFlags struct {
+	queue, state, typ, key, selector, output string
+	allNamespaces                            bool
+}
+
+func newListCommand(c *cli) *cobra.Command {
+	var f listFlags
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List Tasks, filtered by queue, state, type or idempotency key",
+		Long: `list shows the Tasks of the namespace (-A: of every namespace) with the columns of
+kubectl get tasks.dtq.dev. The filters run on the API server as field selectors
+(spec.queue, status.state, spec.type, spec.idempotencyKey), so
+kubectl get tasks.dtq.dev --field-selector status.state=DeadLettered is the same query.`,
+		Example: `  kubectl dtq list --queue emails
+  kubectl dtq list -A --state DeadLettered -o wide
+  kubectl dtq list --key invoice-42 -o name`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := f.listOptions()
+			if err != nil {
+				return err
+			}
+			tc, err := c.tasks()
+			if err != nil {
+				return err
+			}
+			if f.allNamespaces {
+				tc.ns = ""
+			}
+			if f.output == "" || f.output == "wide" {
+				t, err := tc.table(cmd.Context(), "", opts)
+				if err != nil {
+					return err
+				}
+				if len(t.Rows) == 0 {
+					where := " in namespace " + tc.ns
+					if tc.ns == "" {
+						where = ""
+					}
+					fmt.Fprintf(c.streams.ErrOut, "No Tasks found%s.\n", where)
+					return nil
+				}
+				return printTable(c.streams.Out, t, f.output == "wide", f.allNamespaces)
+			}
+			list, err := tc.list(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			return printObject(c.streams.Out, list, f.output, "")
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.queue, "queue", "", "Only Tasks of this Queue.")
+	fl.StringVar(&f.state, "state", "", fmt.Sprintf("Only Tasks in this state: %v.", taskStates))
+	fl.StringVar(&f.typ, "type", "", "Only Tasks of this handler type.")
+	fl.StringVar(&f.key, "key", "", "Only Tasks with this idempotency key.")
+	fl.StringVarP(&f.selector, "selector", "l", "", "Label selector, as kubectl's -l.")
+	fl.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "List the Tasks of every namespace.")
+	fl.StringVarP(&f.output, "output", "o", "", outputHelp)
+	return cmd
+}
+
+func (f *listFlags) listOptions() (metav1.ListOptions, error) {
+	if f.state != "" && !slices.Contains(taskStates, dtqv1alpha1.TaskState(f.state)) {
+		return metav1.ListOptions{}, fmt.Errorf("--state %q is not a task state: %v", f.state, taskStates)
+	}
+	set := fields.Set{}
+	for field, v := range map[string]string{"spec.queue": f.queue, "status.state": f.state, "spec.type": f.typ, "spec.idempotencyKey": f.key} {
+		if v != "" {
+			set[field] = v
+		}
+	}
+	return metav1.ListOptions{LabelSelector: f.selector, FieldSelector: fields.SelectorFromSet(set).String()}, nil
+}
+
+// printTable prints a server-side table as kubectl get does; wide adds the
+// columns of priority 1, withNamespace a namespace column.
+func printTable(w io.Writer, t *metav1.Table, wide, withNamespace bool) error {
+	for i := range t.Rows {
+		row := &t.Rows[i]
+		if row.Object.Raw == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(row.Object.Raw); err != nil {
+			return fmt.Errorf("decode a table row: %w", err)
+		}
+		row.Object.Object = u
+	}
+	return printers.NewTablePrinter(printers.PrintOptions{Wide: wide, WithNamespace: withNamespace}).PrintObj(t, w)
+}
+
+// printObject prints obj for -o format (see printer); a list prints its
+// items one by one with -o name.
+func printObject(w io.Writer, obj runtime.Object, format, operation string) error {
+	p, err := printer(format, operation)
+	if err != nil {
+		return err
+	}
+	if format == "name" && meta.IsListType(obj) {
+		return meta.EachListItem(obj, func(item runtime.Object) error { return p.PrintObj(item, w) })
+	}
+	return p.PrintObj(obj, w)
+}

@@ -1,0 +1,172 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/devstack"
+)
+
+type submitFlags struct {
+	file, name, queue, typ, payload, key, output string
+	priority, maxAttempts                        int32
+	timeout, delay, ttl                          time.Duration
+}
+
+func newSubmitCommand(c *cli) *cobra.Command {
+	var f submitFlags
+	cmd := &cobra.Command{
+		Use:   "submit (--queue QUEUE --type TYPE [flags] | -f FILE)",
+		Short: "Submit a task as a Task object",
+		Long: `submit creates a Task object, from flags or from a manifest (-f FILE, - for
+stdin; every Task in it). Without --name the Task is named after its type with a
+random suffix. It prints the Task's name; follow it with kubectl dtq wait.`,
+		Example: `  kubectl dtq submit --queue default --type echo --payload '{"hello":"world"}'
+  kubectl dtq submit --queue emails --type send --key receipt-1001 --max-attempts 3 -o name
+  kubectl dtq submit -f config/samples/dtq_v1alpha1_task.yaml
+  kubectl dtq wait "$(kubectl dtq submit --queue default --type sleep --payload '{"seconds":2}' -o name)"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tasks, err := f.tasks(c.streams.In)
+			if err != nil {
+				return err
+			}
+			tc, err := c.tasks()
+			if err != nil {
+				return err
+			}
+			p, err := printer(f.output, "created")
+			if err != nil {
+				return err
+			}
+			for _, t := range tasks {
+				ns := tc.ns
+				if t.Namespace != "" {
+					if flag := *c.kube.Namespace; flag != "" && flag != t.Namespace {
+						return fmt.Errorf("Task %q is in namespace %q, not %q of -n", t.Name, t.Namespace, flag)
+					}
+					ns = t.Namespace
+				}
+				created, err := (&taskClient{rest: tc.rest, ns: ns}).create(cmd.Context(), t)
+				if err != nil {
+					return err
+				}
+				if err := p.PrintObj(created, c.streams.Out); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "filename", "f", "", "Manifest with Tasks (YAML or JSON, - for stdin) instead of the flags below.")
+	fl.StringVar(&f.name, "name", "", "Task name (default: TYPE-<random>).")
+	fl.StringVar(&f.queue, "queue", "", "Queue in the namespace (required without -f).")
+	fl.StringVar(&f.typ, "type", "", "Handler type (required without -f).")
+	fl.StringVar(&f.payload, "payload", "", "Payload, a JSON object.")
+	fl.StringVar(&f.key, "key", "", "Idempotency key.")
+	fl.Int32Var(&f.priority, "priority", 5, "Priority, 0..9 (9 first).")
+	fl.Int32Var(&f.maxAttempts, "max-attempts", 0, "Attempts before the task fails (default: the Queue's).")
+	fl.DurationVar(&f.timeout, "handler-timeout", 0, "Handler deadline (default: the Queue's taskTimeout).")
+	fl.DurationVar(&f.delay, "delay", 0, "Run no earlier than this long from now.")
+	fl.DurationVar(&f.ttl, "ttl", 0, "Expire the task if it has not started this long after submission.")
+	fl.StringVarP(&f.output, "output", "o", "", "Output format: json, yaml, name, jsonpath=TEMPLATE (default: TASK created).")
+	return cmd
+}
+
+// tasks builds the Tasks to create from the manifest or the flags.
+func (f *submitFlags) tasks(stdin io.Reader) ([]*dtqv1alpha1.Task, error) {
+	if f.file != "" {
+		if f.queue != "" || f.typ != "" || f.payload != "" || f.key != "" || f.name != "" {
+			return nil, errors.New("give either -f or the task flags (--queue, --type ...), not both")
+		}
+		return readTasks(f.file, stdin)
+	}
+	if f.queue == "" || f.typ == "" {
+		return nil, errors.New("--queue and --type are required (or -f FILE)")
+	}
+	t := &dtqv1alpha1.Task{Spec: dtqv1alpha1.TaskSpec{Queue: f.queue, Type: f.typ, IdempotencyKey: f.key, Priority: ptr.To(f.priority)}}
+	if f.name != "" {
+		t.Name = f.name
+	} else {
+		t.GenerateName = f.typ + "-"
+	}
+	if f.payload != "" {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(f.payload), &obj); err != nil {
+			return nil, fmt.Errorf("--payload must be a JSON object: %w", err)
+		}
+		t.Spec.Payload = &runtime.RawExtension{Raw: []byte(f.payload)}
+	}
+	if f.maxAttempts > 0 {
+		t.Spec.MaxAttempts = ptr.To(f.maxAttempts)
+	}
+	for _, d := range []struct {
+		v   time.Duration
+		dst **metav1.Duration
+	}{{f.timeout, &t.Spec.Timeout}, {f.delay, &t.Spec.Delay}, {f.ttl, &t.Spec.TTL}} {
+		if d.v > 0 {
+			*d.dst = &metav1.Duration{Duration: d.v}
+		}
+	}
+	return []*dtqv1alpha1.Task{t}, nil
+}
+
+// readTasks reads every object of a manifest; each must be a dtq.dev/v1alpha1 Task.
+func readTasks(path string, stdin io.Reader) ([]*dtqv1alpha1.Task, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	objs, err := devstack.DecodeManifests(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var tasks []*dtqv1alpha1.Task
+	for _, u := range objs {
+		if gvk := u.GroupVersionKind(); gvk != dtqv1alpha1.GroupVersion.WithKind("Task") {
+			return nil, fmt.Errorf("%s: %s %q is not a %s Task", path, gvk.Kind, u.GetName(), dtqv1alpha1.GroupVersion)
+		}
+		t := &dtqv1alpha1.Task{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, t, true); err != nil {
+			return nil, fmt.Errorf("%s: Task %q: %w", path, u.GetName(), err)
+		}
+		tasks = append(tasks, t)
+	}
+	if len(tasks) == 0 {
+		return nil, fmt.Errorf("%s holds no Task", path)
+	}
+	return tasks, nil
+}
