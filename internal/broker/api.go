@@ -148,7 +148,7 @@ type TaskInfo struct {
 	Priority        int
 	State           State
 	Attempt         int // starts at 1; +1 on a retry and on a crash redelivery
-	PrevAttempts    int // the summed attempts of earlier runs: a dead-letter requeue or a Retry adds the ended run's and restarts Attempt at 1
+	PrevAttempts    int // attempts of the runs before the latest dead-letter requeue or Retry, summed (0: never requeued)
 	MaxAttempts     int
 	Timeout         time.Duration
 	CreatedAt       time.Time
