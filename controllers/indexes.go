@@ -16,7 +16,8 @@ const (
 	// indexTaskID maps a Redis task ID (the Task's UID) to its Task.
 	indexTaskID = "metadata.uid"
 	// indexMirrorOf maps an original's task ID to the duplicate Tasks mirroring
-	// it, finished ones included: they follow it when it runs again.
+	// it that may still change: the unfinished ones, and the Failed or
+	// DeadLettered ones, which follow it when it runs again.
 	indexMirrorOf = "status.idempotency.taskID"
 	// indexWaitingQueue maps a queue name to the Tasks not yet submitted to it.
 	indexWaitingQueue = "spec.queue/unsubmitted"
@@ -28,7 +29,7 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		indexTaskID: func(o client.Object) []string { return []string{string(o.GetUID())} },
 		indexMirrorOf: func(o client.Object) []string {
 			t := o.(*dtqv1alpha1.Task)
-			if i := t.Status.Idempotency; i != nil && i.Duplicate && i.TaskID != "" {
+			if i := t.Status.Idempotency; i != nil && i.Duplicate && i.TaskID != "" && (!t.Status.State.Finished() || failedRun(t.Status.State)) {
 				return []string{i.TaskID}
 			}
 			return nil

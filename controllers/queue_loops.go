@@ -175,8 +175,6 @@ func (l *queueLoops) syncEvents(ctx context.Context) {
 // handleEvents wakes the Tasks of a queue's new events and, when one of them
 // changes the backlog or the pause, the Queue.
 func (l *queueLoops) handleEvents(ctx context.Context, ref broker.QueueRef, c *eventCursor, evs []broker.Event) {
-	// ids maps a task to whether it ran again (TaskRetried), which also
-	// wakes its finished Tasks.
 	ids := make(map[string]bool, len(evs))
 	for _, ev := range evs {
 		c.after = ev.ID
@@ -185,11 +183,11 @@ func (l *queueLoops) handleEvents(ctx context.Context, ref broker.QueueRef, c *e
 			c.pendingKick = true
 		}
 		if ev.TaskID != "" {
-			ids[ev.TaskID] = ids[ev.TaskID] || ev.Type == broker.EventRetried
+			ids[ev.TaskID] = true
 		}
 	}
-	for id, retried := range ids {
-		l.wakeTasks(ctx, ref.Namespace, id, retried)
+	for id := range ids {
+		l.wakeTasks(ctx, ref.Namespace, id)
 	}
 	// Tasks submitted over HTTP exist only in Redis: the first one must
 	// scale a queue up from zero now, not at the next poll. Later ones are
@@ -205,9 +203,9 @@ func (l *queueLoops) handleEvents(ctx context.Context, ref broker.QueueRef, c *e
 }
 
 // wakeTasks enqueues the Task whose UID is id and the Tasks mirroring it as
-// duplicates: the unfinished ones, and the finished ones too when the task
-// ran again (a retry or a dead-letter requeue), so they follow it.
-func (l *queueLoops) wakeTasks(ctx context.Context, ns, id string, ranAgain bool) {
+// duplicates: the unfinished ones, and the Failed or DeadLettered ones, which
+// follow their task when it runs again (a retry, a dead-letter requeue).
+func (l *queueLoops) wakeTasks(ctx context.Context, ns, id string) {
 	for _, index := range []string{indexTaskID, indexMirrorOf} {
 		var list dtqv1alpha1.TaskList
 		if err := l.client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: id}); err != nil {
@@ -215,7 +213,7 @@ func (l *queueLoops) wakeTasks(ctx context.Context, ns, id string, ranAgain bool
 			continue
 		}
 		for i := range list.Items {
-			if t := &list.Items[i]; ranAgain || !t.Status.State.Finished() {
+			if t := &list.Items[i]; !t.Status.State.Finished() || failedRun(t.Status.State) {
 				l.send(ctx, t)
 			}
 		}

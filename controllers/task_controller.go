@@ -113,6 +113,9 @@ func (r *TaskReconciler) reconcile(ctx context.Context, task *dtqv1alpha1.Task) 
 
 	next := prev.DeepCopy()
 	next.ObservedGeneration = task.Generation
+	// Admission takes a raised retryGeneration only from a finished task, so a
+	// value seen here came with the Task and retries nothing.
+	next.ObservedRetryGeneration = task.Spec.RetryGeneration
 	var o outcome
 	switch {
 	case queue == nil || !queue.DeletionTimestamp.IsZero():

@@ -127,14 +127,21 @@ var _ = Describe("Task retry", func() {
 		Expect(getTask(mirror)(Default).Status.TaskID).To(BeEmpty(), "the mirror still has no task of its own")
 	})
 
-	It("follows a dead-letter requeue made in the engine (the HTTP API's path)", func() {
+	It("retries nothing for a retryGeneration the Task was created with, and follows a dead-letter requeue made in the engine (the HTTP API's path)", func() {
 		ns := newNamespace("requeue")
 		ref := broker.QueueRef{Namespace: ns, Name: "q"}
 		Expect(k8sClient.Create(ctx, testutil.MakeQueue("q", ns).Obj())).To(Succeed())
 		DeferCleanup(startWorker(ns, "q"))
 		t := testutil.MakeTask("gated", ns).Queue("q").Type(demo.Gate).MaxAttempts(1).Payload(demo.GatePayload{Name: ns}).Obj()
+		t.Spec.RetryGeneration = 3 // applied from Git after earlier retries, say
 		Expect(k8sClient.Create(ctx, t)).To(Succeed())
 		Eventually(getTask(t), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskDeadLettered))
+		Consistently(func(g Gomega) {
+			got := getTask(t)(g)
+			g.Expect(got.Status.State).To(Equal(dtqv1alpha1.TaskDeadLettered))
+			g.Expect(got.Status.History).To(BeEmpty())
+			g.Expect(got.Status.ObservedRetryGeneration).To(Equal(int64(3)))
+		}, time.Second, poll).Should(Succeed())
 
 		openGate(ns)
 		_, err := engine.Requeue(ctx, ref, string(t.UID))
@@ -142,7 +149,7 @@ var _ = Describe("Task retry", func() {
 		Eventually(getTask(t), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskSucceeded))
 		got := getTask(t)(Default)
 		Expect(got.Status.History).To(ConsistOf(HaveField("State", dtqv1alpha1.TaskDeadLettered)))
-		Expect(got.Status.ObservedRetryGeneration).To(BeZero())
+		Expect(got.Status.ObservedRetryGeneration).To(Equal(int64(3)))
 	})
 
 	It("submits a Task rejected at submission again when retried", func() {
