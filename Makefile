@@ -124,11 +124,13 @@ helm-lint: chart helm ## Lint the Helm chart with default values and with the AP
 ##@ Deployment
 
 .PHONY: install
-install: manifests kustomize ## Install the CRDs into the cluster in ~/.kube/config.
+install: manifests kustomize ## Install the CRDs and the Task admission policy into the cluster in ~/.kube/config.
 	"$(KUSTOMIZE)" build config/crd | "$(KUBECTL)" apply --server-side -f -
+	"$(KUSTOMIZE)" build config/admission | "$(KUBECTL)" apply --server-side -f -
 
 .PHONY: uninstall
-uninstall: manifests kustomize ## Remove the CRDs.
+uninstall: manifests kustomize ## Remove the CRDs and the Task admission policy.
+	"$(KUSTOMIZE)" build config/admission | "$(KUBECTL)" delete --ignore-not-found -f -
 	"$(KUSTOMIZE)" build config/crd | "$(KUBECTL)" delete --ignore-not-found -f -
 
 .PHONY: deploy

@@ -224,6 +224,7 @@ func finishedStatus(t *dtqv1alpha1.Task) dtqv1alpha1.TaskStatus {
 	st := dtqv1alpha1.TaskStatus{ObservedGeneration: t.Generation}
 	applyTaskInfo(&st, t, info, false)
 	r.setSubmitted(&st, t, info, false)
+	r.setLifecycleConditions(&st, t)
 	return st
 }
 

@@ -49,6 +49,7 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/internal/devstack"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/worker"
@@ -101,6 +102,9 @@ var _ = BeforeSuite(func() {
 
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
+	policies, err := devstack.LoadManifests(filepath.Join("..", "config", "admission"))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(devstack.Apply(ctx, k8sClient, policies)).To(Succeed())
 
 	By("starting redis-server")
 	srv := redistest.Start(GinkgoTB())

@@ -26,15 +26,16 @@ import (
 // setLifecycleConditions derives the conditions that tools read from the
 // state, so they ride on the status write the state needs anyway:
 //
-//	state         Complete  Succeeded  Reconciling  Stalled
-//	unfinished    False     Unknown    True         -
-//	Succeeded     True      True       -            -
-//	other ending  True      False      -            True
+//	state         Succeeded  Reconciling  Stalled
+//	unfinished    -          True         -
+//	Succeeded     True       -            -
+//	other ending  False      -            True
 //
 // Their reason is the state, or the Submitted condition's reason while that
 // is False (QueueNotFound, InvalidTask ...); the message adds lastError to a
-// failure. Reconciling and Stalled are removed rather than set False, as
-// kstatus recommends for abnormal-true conditions.
+// failure. A condition that does not apply is removed, not set False or
+// Unknown: each one costs the API server CPU on every status write, and
+// kstatus recommends absent abnormal-true conditions.
 func (r *TaskReconciler) setLifecycleConditions(st *dtqv1alpha1.TaskStatus, task *dtqv1alpha1.Task) {
 	state := st.State
 	if state == "" {
@@ -47,21 +48,24 @@ func (r *TaskReconciler) setLifecycleConditions(st *dtqv1alpha1.TaskStatus, task
 		msg += ": " + st.LastError
 	}
 	set := func(typ string, status metav1.ConditionStatus) { r.setCondition(st, task, typ, status, reason, msg) }
+	remove := func(typ string) { meta.RemoveStatusCondition(&st.Conditions, typ) }
+	remove(legacyComplete)
 	switch {
 	case !state.Finished():
-		set(dtqv1alpha1.TaskComplete, metav1.ConditionFalse)
-		set(dtqv1alpha1.TaskSucceededCondition, metav1.ConditionUnknown)
 		set(dtqv1alpha1.TaskReconciling, metav1.ConditionTrue)
-		meta.RemoveStatusCondition(&st.Conditions, dtqv1alpha1.TaskStalled)
+		remove(dtqv1alpha1.TaskSucceededCondition)
+		remove(dtqv1alpha1.TaskStalled)
 	case state == dtqv1alpha1.TaskSucceeded:
-		set(dtqv1alpha1.TaskComplete, metav1.ConditionTrue)
 		set(dtqv1alpha1.TaskSucceededCondition, metav1.ConditionTrue)
-		meta.RemoveStatusCondition(&st.Conditions, dtqv1alpha1.TaskReconciling)
-		meta.RemoveStatusCondition(&st.Conditions, dtqv1alpha1.TaskStalled)
+		remove(dtqv1alpha1.TaskReconciling)
+		remove(dtqv1alpha1.TaskStalled)
 	default:
-		set(dtqv1alpha1.TaskComplete, metav1.ConditionTrue)
 		set(dtqv1alpha1.TaskSucceededCondition, metav1.ConditionFalse)
-		meta.RemoveStatusCondition(&st.Conditions, dtqv1alpha1.TaskReconciling)
 		set(dtqv1alpha1.TaskStalled, metav1.ConditionTrue)
+		remove(dtqv1alpha1.TaskReconciling)
 	}
 }
+
+// legacyComplete is the condition earlier versions set True on every terminal
+// state; a status written now drops it (a retried Task would keep it otherwise).
+const legacyComplete = "Complete"

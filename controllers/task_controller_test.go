@@ -48,9 +48,11 @@ var _ = Describe("Task controller", func() {
 		Expect(got.Status.FinishedAt).NotTo(BeNil())
 		Expect(got.Status.Result).To(MatchJSON(`{"hello":"world"}`))
 		Expect(condition(got, dtqv1alpha1.TaskSubmitted)).To(HaveField("Status", metav1.ConditionTrue))
-		Expect(condition(got, dtqv1alpha1.TaskComplete)).To(And(
+		Expect(condition(got, dtqv1alpha1.TaskSucceededCondition)).To(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", "Succeeded"),
 			HaveField("ObservedGeneration", got.Generation)))
+		Expect(condition(got, dtqv1alpha1.TaskReconciling)).To(BeNil())
+		Expect(condition(got, dtqv1alpha1.TaskStalled)).To(BeNil())
 		Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 
 		By("showing the idempotency state in the printer columns")
@@ -146,8 +148,9 @@ var _ = Describe("Task controller", func() {
 		Eventually(getTask(t), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskCancelled))
 		got = getTask(t)(Default)
 		Expect(got.Status.Idempotency.State).To(Equal(dtqv1alpha1.IdempotencyFailed))
-		Expect(condition(got, dtqv1alpha1.TaskComplete)).To(HaveField("Reason", "Cancelled"))
-		Expect(condition(got, dtqv1alpha1.TaskComplete)).To(HaveField("ObservedGeneration", got.Generation))
+		Expect(condition(got, dtqv1alpha1.TaskSucceededCondition)).To(And(HaveField("Status", metav1.ConditionFalse),
+			HaveField("Reason", "Cancelled"), HaveField("ObservedGeneration", got.Generation)))
+		Expect(condition(got, dtqv1alpha1.TaskStalled)).To(HaveField("Reason", "Cancelled"))
 	})
 
 	It("cancels the task of a deleted unfinished Task and never runs it", func() {
@@ -190,7 +193,8 @@ var _ = Describe("Task controller", func() {
 		Expect(k8sClient.Create(ctx, t)).To(Succeed())
 		Eventually(getTask(t), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskFailed))
 		got := getTask(t)(Default)
-		Expect(condition(got, dtqv1alpha1.TaskComplete)).To(HaveField("Reason", dtqv1alpha1.ReasonPayloadTooLarge))
+		Expect(condition(got, dtqv1alpha1.TaskSucceededCondition)).To(And(HaveField("Status", metav1.ConditionFalse),
+			HaveField("Reason", dtqv1alpha1.ReasonPayloadTooLarge)))
 		Expect(condition(got, dtqv1alpha1.TaskSubmitted)).To(HaveField("Status", metav1.ConditionFalse))
 		Expect(got.Status.LastError).To(ContainSubstring("PAYLOAD_TOO_LARGE"))
 		_, err := engine.GetTask(ctx, broker.QueueRef{Namespace: ns, Name: "q"}, string(t.UID))

@@ -75,6 +75,6 @@ func (r *TaskReconciler) queueGone(ctx context.Context, task *dtqv1alpha1.Task, 
 	if next.Idempotency != nil {
 		next.Idempotency.State = dtqv1alpha1.IdempotencyFailed
 	}
-	r.setCondition(next, task, dtqv1alpha1.TaskComplete, metav1.ConditionTrue, dtqv1alpha1.ReasonQueueDeleted, msg)
+	next.LastError = msg // the Succeeded=False and Stalled conditions carry it
 	return outcome{}, nil
 }

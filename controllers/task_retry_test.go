@@ -73,7 +73,8 @@ var _ = Describe("Task retry", func() {
 			g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 			g.Expect(got.Status.Attempt).To(Equal(int32(1)))
 			g.Expect(got.Status.Idempotency.State).To(Equal(dtqv1alpha1.IdempotencyProcessing))
-			g.Expect(condition(got, dtqv1alpha1.TaskSucceededCondition)).To(HaveField("Status", metav1.ConditionUnknown))
+			g.Expect(condition(got, dtqv1alpha1.TaskSucceededCondition)).To(BeNil())
+			g.Expect(condition(got, dtqv1alpha1.TaskReconciling)).To(HaveField("Reason", "Queued"))
 		}, timeout, poll).Should(Succeed())
 		Eventually(getTask(mirror), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskQueued))
 		rec, err := engine.Idempotency(ctx, ref, "deploy")
@@ -102,8 +103,9 @@ var _ = Describe("Task retry", func() {
 		Expect(m.Status.Result).To(Equal(got.Status.Result))
 		Expect(m.Status.History).To(ConsistOf(HaveField("State", dtqv1alpha1.TaskDeadLettered)))
 
-		By("refusing a retry of the Succeeded task at admission")
-		Expect(raiseRetry(orig)).To(MatchError(ContainSubstring("cannot retry a task that is Succeeded")))
+		By("refusing a retry of the Succeeded task at admission (config/admission)")
+		Eventually(func() error { return raiseRetry(orig) }, timeout, poll).Should(
+			MatchError(ContainSubstring("cannot retry a task that is Succeeded: only a Failed or DeadLettered task can be retried")))
 	})
 
 	It("runs a Failed Task again (no dead-letter queue), retrying a mirror retries its original", func() {

@@ -120,9 +120,10 @@ type TaskSpec struct {
 	// retryGeneration, raised, runs a task that ended Failed or DeadLettered
 	// again, as a dead-letter requeue does: attempt back to 1, the finished run
 	// kept in status.history, the idempotency record back to processing. It may
-	// only grow, and only while the task is Failed or DeadLettered; each raise
-	// is one retry (`kubectl dtq retry` raises it by one). A value set when the
-	// Task is created retries nothing.
+	// only grow, and only while the task is Failed or DeadLettered (the
+	// admission policy of config/admission checks the state); each raise is one
+	// retry (`kubectl dtq retry` raises it by one). A value set when the Task is
+	// created retries nothing.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="retryGeneration may only grow"
 	// +optional
@@ -192,18 +193,15 @@ const (
 	// TaskSubmitted is True once the task is in Redis (or mirrors the task that
 	// owns its idempotency key).
 	TaskSubmitted = "Submitted"
-	// TaskComplete is True when the task reached a terminal state, whatever the
-	// outcome (its reason is that state), and False while it has not. It says
-	// the task is over, not that it worked: wait on TaskSucceededCondition for that.
-	TaskComplete = "Complete"
 	// TaskSucceededCondition is True when the task succeeded, False with the
-	// terminal state as reason when it ended any other way, and Unknown while it
-	// has not ended: `kubectl wait --for=condition=Succeeded`.
+	// terminal state as reason when it ended any other way, and absent until it
+	// ends: `kubectl wait --for=condition=Succeeded`. It replaces the Complete
+	// condition of earlier versions, which was True for every terminal state.
 	TaskSucceededCondition = "Succeeded"
 	// TaskReconciling is present (True) only while the task is not finished, and
-	// TaskStalled (True) only when it ended in a failure: the abnormal-true
-	// conditions that kstatus (Flux health checks, `kubectl wait`-style tools
-	// built on sigs.k8s.io/cli-utils) reads as InProgress and Failed.
+	// TaskStalled (True) only when it ended without success: the abnormal-true
+	// conditions that kstatus (Flux health checks, tools built on
+	// sigs.k8s.io/cli-utils) reads as InProgress and Failed.
 	TaskReconciling = "Reconciling"
 	TaskStalled     = "Stalled"
 
@@ -215,14 +213,13 @@ const (
 	ReasonIdempotencyInProgress = "IdempotencyInProgress"
 	ReasonDuplicate             = "Duplicate"
 	ReasonCancelledBeforeSubmit = "CancelledBeforeSubmit"
-	// ReasonQueueDeleted ends a submitted Task whose Queue was deleted: its
-	// task was cancelled with the Queue.
+	// ReasonQueueDeleted is the Event of a Queue whose Redis side was removed
+	// (its unfinished tasks cancelled).
 	ReasonQueueDeleted = "QueueDeleted"
-	// The reason of Complete, Succeeded, Reconciling and Stalled is the task's
-	// state (Queued, Succeeded, DeadLettered ...), or the Submitted condition's
-	// reason while it is False (QueueNotFound, QueueFull; InvalidTask and
-	// PayloadTooLarge end a task that was never submitted, QueueDeleted one
-	// whose Queue was deleted).
+	// The reason of Succeeded, Reconciling and Stalled is the task's state
+	// (Queued, Succeeded, DeadLettered ...), or the Submitted condition's reason
+	// while it is False (QueueNotFound, QueueFull; InvalidTask and
+	// PayloadTooLarge end a task that was never submitted).
 )
 
 // TaskStatus is the observed state of a Task.
@@ -323,7 +320,6 @@ type TaskRun struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.type`
 // +kubebuilder:selectablefield:JSONPath=`.spec.idempotencyKey`
 // +kubebuilder:selectablefield:JSONPath=`.status.state`
-// +kubebuilder:validation:XValidation:rule="(has(self.spec.retryGeneration) ? self.spec.retryGeneration : 0) == (has(oldSelf.spec.retryGeneration) ? oldSelf.spec.retryGeneration : 0) || (has(self.status) && has(self.status.state) && self.status.state in ['Failed', 'DeadLettered'])",messageExpression="'cannot retry a task that is ' + (has(self.status) && has(self.status.state) ? self.status.state : 'not finished') + ': only a Failed or DeadLettered task can be retried'",fieldPath=".spec.retryGeneration"
 // +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.queue`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`

@@ -20,10 +20,10 @@ import (
 )
 
 type devFlags struct {
-	dir, binDir, assetsDir, crdDir, workerImage, redisFsync, redis string
-	samples                                                        []string
-	keepState, exitAfterReady, quiet                               bool
-	timeout                                                        time.Duration
+	dir, binDir, assetsDir, crdDir, admissionDir, workerImage, redisFsync, redis string
+	samples                                                                      []string
+	keepState, exitAfterReady, quiet                                             bool
+	timeout                                                                      time.Duration
 }
 
 func newDevCommand() *cobra.Command {
@@ -56,6 +56,7 @@ Logs are in <dir>/logs. Run it from the repository root (make dev does).`,
 	fl.StringVar(&f.binDir, "bin-dir", "", "Directory with the manager, worker and api binaries (default: this binary's directory).")
 	fl.StringVar(&f.assetsDir, "assets-dir", "", "Directory with kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else <bin-dir>/k8s/<version>-<os>-<arch>).")
 	fl.StringVar(&f.crdDir, "crd-dir", "config/crd/bases", "Directory with the CRD manifests.")
+	fl.StringVar(&f.admissionDir, "admission-dir", "config/admission", "Directory with the admission policies applied with the CRDs (empty for none).")
 	fl.StringSliceVar(&f.samples, "samples", []string{"config/samples"}, "Directories whose YAML files are applied once the stack runs (empty for none).")
 	fl.StringVar(&f.workerImage, "worker-image", "ghcr.io/dtq-dev/dtq-worker:latest", "Worker image the manager puts in Deployments (the stand-in ignores it).")
 	fl.StringVar(&f.redisFsync, "redis-appendfsync", "everysec", "Redis AOF fsync policy: everysec or always.")
@@ -113,6 +114,7 @@ func runDev(f devFlags) error {
 		APIBin:       filepath.Join(f.binDir, "api"),
 		ClusterRoles: []string{"config/rbac/producer_role.yaml", "config/rbac/queue_operator_role.yaml"},
 		CRDDir:       f.crdDir,
+		AdmissionDir: f.admissionDir,
 		SampleDirs:   samples,
 		DefaultQueue: true,
 		KeepState:    f.keepState,

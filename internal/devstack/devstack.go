@@ -56,6 +56,9 @@ type Options struct {
 	// queue-operator roles) applied with the name prefix "dtq-", as
 	// config/default names them in a cluster.
 	ClusterRoles []string
+	// AdmissionDir holds admission policies applied right after the CRDs
+	// (config/admission); empty: none.
+	AdmissionDir string
 	// SampleDirs are applied once everything runs (config/samples).
 	SampleDirs []string
 	// DefaultQueue creates Queue default/default unless a sample defines it.
@@ -296,6 +299,15 @@ func (s *Stack) startControlPlane(logDir string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if s.opts.AdmissionDir != "" {
+		policies, err := LoadManifests(s.opts.AdmissionDir)
+		if err != nil {
+			return fmt.Errorf("load admission policies: %w", err)
+		}
+		if err := Apply(ctx, s.Client, policies); err != nil {
+			return err
+		}
+	}
 	return s.writeTokenKubeconfig(ctx, s.Kubeconfig)
 }
 
