@@ -237,8 +237,9 @@ func watchStates(t *testing.T, ns, name string) func() []dtqv1alpha1.TaskState {
 	return func() []dtqv1alpha1.TaskState { w.Stop(); <-done; return seen }
 }
 
-// kubectl wait --for=condition=Succeeded, and kubectl get with a field
-// selector, with the real kubectl.
+// kubectl wait --for=condition=Succeeded, the admission policy refusing a
+// retry of a succeeded task, and kubectl get with a field selector, with the
+// real kubectl.
 func testKubectlWaitAndFieldSelector(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-kubectl")
@@ -257,6 +258,8 @@ func testKubectlWaitAndFieldSelector(t *testing.T) {
 		`condition met`, ``)
 	want(t, "kubectl wait Succeeded on the dead-lettered task", kubectl(t, ns, "wait", "--for=condition=Succeeded", "tasks.dtq.dev/dead", "--timeout=3s"), 1,
 		`^$`, `timed out waiting for the condition`)
+	want(t, "kubectl patch retryGeneration of a succeeded task", kubectl(t, ns, "patch", "tasks.dtq.dev/ok", "--type=merge", "-p", `{"spec":{"retryGeneration":1}}`), 1,
+		`^$`, `cannot retry a task that is Succeeded: only a Failed or DeadLettered task can be retried`)
 	want(t, "kubectl get --field-selector spec.queue", kubectl(t, ns, "get", "tasks.dtq.dev", "--field-selector", "spec.queue=parked", "-o", "name"), 0,
 		`^task\.dtq\.dev/parked\n$`, ``)
 	want(t, "kubectl get --field-selector status.state", kubectl(t, ns, "get", "dt", "--field-selector", "status.state=DeadLettered", "-o", "name"), 0,
