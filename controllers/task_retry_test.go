@@ -42,8 +42,9 @@ func raiseRetry(t *dtqv1alpha1.Task) error {
 	return k8sClient.Patch(ctx, got, patch)
 }
 
-func openGate(name string) {
-	Expect(rdb.Set(ctx, demo.GateKeyPrefix+name, 1, 0).Err()).To(Succeed())
+// openGate opens the gate named after namespace ns for its tasks.
+func openGate(ns string) {
+	Expect(rdb.Set(ctx, demo.GateKey(ns, ns), 1, 0).Err()).To(Succeed())
 }
 
 var _ = Describe("Task retry", func() {

@@ -191,7 +191,7 @@ func testCLIRetryDeadLettered(t *testing.T) {
 	createAll(t, []*dtqv1alpha1.Task{newTask("report-again", ns, "retry", demo.Gate, payload).Key("report-2026-11").Obj()})
 	want(t, "wait on the mirror", dtq(t, ns, "wait", "report-again", "--timeout", "1m"), 2, `^$`, `ended DeadLettered`)
 
-	must(t, rdb.Set(t.Context(), demo.GateKeyPrefix+gate, 1, 0).Err())
+	must(t, rdb.Set(t.Context(), demo.GateKey(ns, gate), 1, 0).Err())
 	states := watchStates(t, ns, "report")
 	want(t, "retry", dtq(t, ns, "retry", "report"), 0, `^task\.dtq\.dev/report retried\n$`, `^$`)
 	want(t, "wait after retry", dtq(t, ns, "wait", "report", "--timeout", "1m"), 0, `^task\.dtq\.dev/report Succeeded\n$`, `^$`)
