@@ -80,15 +80,6 @@ func failedRun(s dtqv1alpha1.TaskState) bool {
 	return s == dtqv1alpha1.TaskFailed || s == dtqv1alpha1.TaskDeadLettered
 }
 
-// runOf returns the task in Redis whose run the status shows: the Task's own,
-// or the original it mirrors (dup); "" when it never had one.
-func runOf(st *dtqv1alpha1.TaskStatus) (id string, dup bool) {
-	if st.Idempotency != nil && st.Idempotency.TaskID != "" {
-		return st.Idempotency.TaskID, st.Idempotency.Duplicate
-	}
-	return st.TaskID, false
-}
-
 // retry acts on a raised spec.retryGeneration: the task runs again through
 // the engine's Retry, with a token naming this Task and generation, so a
 // manager that dies before writing the status does not retry twice. A Task
@@ -103,7 +94,8 @@ func (r *TaskReconciler) retry(ctx context.Context, task *dtqv1alpha1.Task, next
 			fmt.Sprintf("Retry generation %d ignored: the task is %s; only a Failed or DeadLettered task can be retried", task.Spec.RetryGeneration, next.State))
 		return outcome{}, nil
 	}
-	if id, dup := runOf(next); id != "" {
+	if id := r.submittedID(task, next); id != "" {
+		dup := id != string(task.UID)
 		token := fmt.Sprintf("%s/%d", task.UID, task.Spec.RetryGeneration)
 		info, err := r.Engine.Retry(ctx, queueRef(task), id, token)
 		switch {
@@ -132,10 +124,11 @@ func (r *TaskReconciler) retry(ctx context.Context, task *dtqv1alpha1.Task, next
 // again since (it is unfinished, or finished at another time), moves the
 // Task's status to it with the ended run added to the history.
 func (r *TaskReconciler) follow(ctx context.Context, task *dtqv1alpha1.Task, next *dtqv1alpha1.TaskStatus) error {
-	id, dup := runOf(next)
+	id := r.submittedID(task, next)
 	if id == "" {
 		return nil
 	}
+	dup := id != string(task.UID)
 	info, err := r.Engine.GetTask(ctx, queueRef(task), id)
 	switch {
 	case errors.Is(err, broker.ErrTaskNotFound):
