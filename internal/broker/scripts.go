@@ -782,3 +782,53 @@ end
 return {bands, redis.call("ZCARD", KEYS[11]), redis.call("XLEN", KEYS[12]), redis.call("EXISTS", KEYS[13]),
   redis.call("HGETALL", KEYS[14])}
 `)
+
+// purgeQueueScript cancels, as cancelScript does (Cancelled, TaskCancelled
+// event, record failed), up to ARGV[4] waiting tasks: the stream entries the
+// workers' group has not delivered yet (after its last-delivered-id), p9
+// first, whatever their task (an entry of a task in another state is stale
+// and goes too), then schedule members (delayed and retrying tasks). Entries
+// already delivered are running tasks, left alone.
+//
+// KEYS[1..10] streams p0..p9, KEYS[11] schedule.
+// ARGV[1] prefix, [2] now ms, [3] nowtxt, [4] limit.
+// Returns {cancelled, more}: more is 1 when the limit was reached (call again).
+var purgeQueueScript = script(`
+local now, nowtxt, left = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local cancelled = 0
+local function cancel(id, states)
+  local h = redis.call("HMGET", k_task(id), "state", "attempt", "ikey")
+  if h[1] and states[h[1]] then
+    finish(id, "Cancelled", "TaskCancelled", h[2], h[3], now, nowtxt)
+    cancelled = cancelled + 1
+  end
+end
+for band = 10, 1, -1 do
+  if left <= 0 then break end
+  local stream = KEYS[band]
+  if redis.call("EXISTS", stream) == 1 then
+    local delivered = "0-0"
+    for _, g in ipairs(redis.call("XINFO", "GROUPS", stream)) do
+      local f = {}
+      for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+      if f.name == "workers" then delivered = f["last-delivered-id"] end
+    end
+    for _, e in ipairs(redis.call("XRANGE", stream, "(" .. delivered, "+", "COUNT", left)) do
+      local f = e[2]
+      for i = 1, #f, 2 do
+        if f[i] == "t" then cancel(f[i + 1], {Queued = true}) end
+      end
+      redis.call("XDEL", stream, e[1])
+      left = left - 1
+    end
+  end
+end
+if left > 0 then
+  for _, id in ipairs(redis.call("ZRANGE", KEYS[11], 0, left - 1)) do
+    cancel(id, {Pending = true, Retrying = true})
+    redis.call("ZREM", KEYS[11], id)
+    left = left - 1
+  end
+end
+return {cancelled, left <= 0 and 1 or 0}
+`)
