@@ -101,7 +101,7 @@ var _ = Describe("CRD validation", Ordered, func() {
 		Entry("queue name that is not a DNS label", testutil.MakeQueue("q.dotted", ns).Obj(), "metadata.name"),
 	)
 
-	DescribeTable("keeps the Task spec immutable except cancel",
+	DescribeTable("keeps the Task spec immutable except cancel and retryGeneration",
 		func(name string, mutate func(*dtqv1alpha1.Task), field string) {
 			t := testutil.MakeTask(name, ns).Key("k-" + name).Payload(map[string]any{"n": 1}).Obj()
 			Expect(k8sClient.Create(ctx, t)).To(Succeed())
@@ -122,6 +122,21 @@ var _ = Describe("CRD validation", Ordered, func() {
 		Entry("spec.type", "imm-type", func(t *dtqv1alpha1.Task) { t.Spec.Type = "other" }, "spec.type"),
 		Entry("spec.priority", "imm-prio", func(t *dtqv1alpha1.Task) { t.Spec.Priority = ptr.To(int32(9)) }, "spec.priority"),
 		Entry("spec.maxAttempts added", "imm-ma", func(t *dtqv1alpha1.Task) { t.Spec.MaxAttempts = ptr.To(int32(2)) }, "spec"),
+	)
+
+	DescribeTable("lets spec.retryGeneration only grow",
+		func(name string, to int64, msg string) {
+			t := testutil.MakeTask(name, ns).Obj()
+			t.Spec.RetryGeneration = 2
+			Expect(k8sClient.Create(ctx, t)).To(Succeed())
+			base := client.MergeFrom(t.DeepCopy())
+			t.Spec.RetryGeneration = to
+			err := k8sClient.Patch(ctx, t, base)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "expected Invalid, got %v", err)
+			Expect(err.Error()).To(ContainSubstring(msg))
+		},
+		Entry("lowered", "retry-lower", int64(1), "retryGeneration may only grow"),
+		Entry("removed", "retry-remove", int64(0), "retryGeneration cannot be removed"),
 	)
 
 	It("accepts setting spec.cancel", func() {
