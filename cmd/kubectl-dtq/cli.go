@@ -52,8 +52,8 @@ func (c *cli) namespace() (string, error) {
 	return ns, err
 }
 
-// tasks returns a Task client for the namespace of -n.
-func (c *cli) tasks() (*taskClient, error) {
+// objects returns a client of dtq's objects in the namespace of -n.
+func (c *cli) objects() (*kubeClient, error) {
 	cfg, err := c.kube.ToRESTConfig()
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func (c *cli) tasks() (*taskClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newTaskClient(cfg, ns)
+	return newKubeClient(cfg, ns)
 }
 
 // printer prints objects for -o format: json, yaml, name, jsonpath=...,

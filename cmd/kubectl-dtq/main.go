@@ -70,11 +70,16 @@ whole product on this machine.`,
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	c.kube.AddFlags(root.PersistentFlags())
-	root.AddGroup(&cobra.Group{ID: "tasks", Title: "Task objects:"}, &cobra.Group{ID: "local", Title: "Local stack:"})
+	root.AddGroup(&cobra.Group{ID: "tasks", Title: "Tasks:"}, &cobra.Group{ID: "queues", Title: "Queues:"},
+		&cobra.Group{ID: "local", Title: "Local stack:"})
 	for _, cmd := range []*cobra.Command{
 		newSubmitCommand(c), newGetCommand(c), newListCommand(c), newWaitCommand(c), newCancelCommand(c), newRetryCommand(c),
 	} {
 		cmd.GroupID = "tasks"
+		root.AddCommand(cmd)
+	}
+	for _, cmd := range []*cobra.Command{newQueueCommand(c)} {
+		cmd.GroupID = "queues"
 		root.AddCommand(cmd)
 	}
 	for _, cmd := range []*cobra.Command{newDevCommand(), newUICommand()} {

@@ -90,7 +90,7 @@ func (c *cli) change(ctx context.Context, arg, output, operation string, spec fu
 	if err != nil {
 		return err
 	}
-	tc, err := c.tasks()
+	kc, err := c.objects()
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (c *cli) change(ctx context.Context, arg, output, operation string, spec fu
 	}
 	var changed *dtqv1alpha1.Task
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		t, err := tc.get(ctx, name)
+		t, err := kc.getTask(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -108,11 +108,11 @@ func (c *cli) change(ctx context.Context, arg, output, operation string, spec fu
 		if err != nil {
 			return err
 		}
-		changed, err = tc.mergePatch(ctx, name, map[string]any{
+		changed = &dtqv1alpha1.Task{}
+		return kc.mergePatch(ctx, "tasks", name, map[string]any{
 			"metadata": map[string]any{"resourceVersion": t.ResourceVersion},
 			"spec":     fields,
-		})
-		return err
+		}, changed)
 	})
 	if err != nil {
 		return err

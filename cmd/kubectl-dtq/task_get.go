@@ -50,7 +50,7 @@ func newGetCommand(c *cli) *cobra.Command {
   kubectl dtq -n emails get tasks.dtq.dev/receipt-1001 -o yaml`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := c.tasks()
+			kc, err := c.objects()
 			if err != nil {
 				return err
 			}
@@ -62,7 +62,7 @@ func newGetCommand(c *cli) *cobra.Command {
 					return err
 				}
 				if output == "" || output == "wide" {
-					t, err := tc.table(cmd.Context(), name, metav1.ListOptions{})
+					t, err := kc.table(cmd.Context(), "tasks", name, metav1.ListOptions{})
 					if err != nil {
 						return err
 					}
@@ -73,7 +73,7 @@ func newGetCommand(c *cli) *cobra.Command {
 					}
 					continue
 				}
-				t, err := tc.get(cmd.Context(), name)
+				t, err := kc.getTask(cmd.Context(), name)
 				if err != nil {
 					return err
 				}
@@ -116,29 +116,21 @@ kubectl get tasks.dtq.dev --field-selector status.state=DeadLettered is the same
 			if err != nil {
 				return err
 			}
-			tc, err := c.tasks()
+			kc, err := c.objects()
 			if err != nil {
 				return err
 			}
 			if f.allNamespaces {
-				tc.ns = ""
+				kc.ns = ""
 			}
 			if f.output == "" || f.output == "wide" {
-				t, err := tc.table(cmd.Context(), "", opts)
+				t, err := kc.table(cmd.Context(), "tasks", "", opts)
 				if err != nil {
 					return err
 				}
-				if len(t.Rows) == 0 {
-					where := " in namespace " + tc.ns
-					if tc.ns == "" {
-						where = ""
-					}
-					fmt.Fprintf(c.streams.ErrOut, "No Tasks found%s.\n", where)
-					return nil
-				}
-				return printTable(c.streams.Out, t, f.output == "wide", f.allNamespaces)
+				return printTableOrNone(c, t, "Tasks", kc.ns, f.output == "wide", f.allNamespaces)
 			}
-			list, err := tc.list(cmd.Context(), opts)
+			list, err := kc.listTasks(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
@@ -167,6 +159,20 @@ func (f *listFlags) listOptions() (metav1.ListOptions, error) {
 		}
 	}
 	return metav1.ListOptions{LabelSelector: f.selector, FieldSelector: fields.SelectorFromSet(set).String()}, nil
+}
+
+// printTableOrNone prints a list's table, or says on stderr that there is
+// nothing of kind (in namespace ns; "": anywhere), as kubectl get does.
+func printTableOrNone(c *cli, t *metav1.Table, kind, ns string, wide, withNamespace bool) error {
+	if len(t.Rows) > 0 {
+		return printTable(c.streams.Out, t, wide, withNamespace)
+	}
+	where := ""
+	if ns != "" {
+		where = " in namespace " + ns
+	}
+	_, err := fmt.Fprintf(c.streams.ErrOut, "No %s found%s.\n", kind, where)
+	return err
 }
 
 // printTable prints a server-side table as kubectl get does; wide adds the

@@ -57,7 +57,7 @@ random suffix. It prints the Task's name; follow it with kubectl dtq wait.`,
 			if err != nil {
 				return err
 			}
-			tc, err := c.tasks()
+			kc, err := c.objects()
 			if err != nil {
 				return err
 			}
@@ -66,14 +66,14 @@ random suffix. It prints the Task's name; follow it with kubectl dtq wait.`,
 				return err
 			}
 			for _, t := range tasks {
-				ns := tc.ns
+				ns := kc.ns
 				if t.Namespace != "" {
 					if flag := *c.kube.Namespace; flag != "" && flag != t.Namespace {
 						return fmt.Errorf("Task %q is in namespace %q, not %q of -n", t.Name, t.Namespace, flag)
 					}
 					ns = t.Namespace
 				}
-				created, err := (&taskClient{rest: tc.rest, ns: ns}).create(cmd.Context(), t)
+				created, err := (&kubeClient{rest: kc.rest, ns: ns}).createTask(cmd.Context(), t)
 				if err != nil {
 					return err
 				}

@@ -63,7 +63,7 @@ that ended). Exit codes:
 			if err != nil {
 				return err
 			}
-			tc, err := c.tasks()
+			kc, err := c.objects()
 			if err != nil {
 				return err
 			}
@@ -73,7 +73,7 @@ that ended). Exit codes:
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			t, err := waitFinished(ctx, tc, name)
+			t, err := waitFinished(ctx, kc, name)
 			if err != nil {
 				if ctx.Err() != nil && cmd.Context().Err() == nil {
 					state := "not seen"
@@ -110,22 +110,22 @@ func finished(t *dtqv1alpha1.Task) bool {
 
 // waitFinished watches the Task until finished; on error it returns the last
 // Task seen (nil if none).
-func waitFinished(ctx context.Context, tc *taskClient, name string) (*dtqv1alpha1.Task, error) {
+func waitFinished(ctx context.Context, kc *kubeClient, name string) (*dtqv1alpha1.Task, error) {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
-			return tc.list(ctx, o)
+			return kc.listTasks(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
-			return tc.watch(ctx, o)
+			return kc.watchTasks(ctx, o)
 		},
 	}
 	var last *dtqv1alpha1.Task
 	exists := func(store cache.Store) (bool, error) {
-		if _, ok, err := store.GetByKey(tc.ns + "/" + name); err != nil || !ok {
-			return false, errors.Join(err, taskNotFound(name))
+		if _, ok, err := store.GetByKey(kc.ns + "/" + name); err != nil || !ok {
+			return false, errors.Join(err, notFound("tasks", name))
 		}
 		return false, nil
 	}

@@ -31,14 +31,15 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 )
 
-// taskClient reads and writes the Tasks of one namespace ("" with list: all
-// namespaces), the way a generated clientset would, plus server-side tables.
-type taskClient struct {
+// kubeClient reads and writes dtq's objects (Tasks and Queues) in one
+// namespace ("" with list: all namespaces), the way a generated clientset
+// would, plus the API server's tables.
+type kubeClient struct {
 	rest *rest.RESTClient
 	ns   string
 }
 
-func newTaskClient(cfg *rest.Config, ns string) (*taskClient, error) {
+func newKubeClient(cfg *rest.Config, ns string) (*kubeClient, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.GroupVersion = &dtqv1alpha1.GroupVersion
 	cfg.APIPath = "/apis"
@@ -50,63 +51,68 @@ func newTaskClient(cfg *rest.Config, ns string) (*taskClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &taskClient{rest: rc, ns: ns}, nil
+	return &kubeClient{rest: rc, ns: ns}, nil
 }
 
 var paramCodec = runtime.NewParameterCodec(scheme)
 
-func (c *taskClient) get(ctx context.Context, name string) (*dtqv1alpha1.Task, error) {
+func (c *kubeClient) getTask(ctx context.Context, name string) (*dtqv1alpha1.Task, error) {
 	t := &dtqv1alpha1.Task{}
 	return t, c.rest.Get().Namespace(c.ns).Resource("tasks").Name(name).Do(ctx).Into(t)
 }
 
-func (c *taskClient) create(ctx context.Context, t *dtqv1alpha1.Task) (*dtqv1alpha1.Task, error) {
+func (c *kubeClient) createTask(ctx context.Context, t *dtqv1alpha1.Task) (*dtqv1alpha1.Task, error) {
 	out := &dtqv1alpha1.Task{}
 	return out, c.rest.Post().Namespace(c.ns).Resource("tasks").Body(t).Do(ctx).Into(out)
 }
 
-// mergePatch applies a JSON merge patch to the Task's spec or metadata.
-func (c *taskClient) mergePatch(ctx context.Context, name string, patch any) (*dtqv1alpha1.Task, error) {
-	data, err := json.Marshal(patch)
-	if err != nil {
-		return nil, err
-	}
-	out := &dtqv1alpha1.Task{}
-	return out, c.rest.Patch(types.MergePatchType).Namespace(c.ns).Resource("tasks").Name(name).Body(data).Do(ctx).Into(out)
-}
-
-func (c *taskClient) list(ctx context.Context, opts metav1.ListOptions) (*dtqv1alpha1.TaskList, error) {
+func (c *kubeClient) listTasks(ctx context.Context, opts metav1.ListOptions) (*dtqv1alpha1.TaskList, error) {
 	out := &dtqv1alpha1.TaskList{}
 	return out, c.rest.Get().Namespace(c.ns).Resource("tasks").VersionedParams(&opts, paramCodec).Do(ctx).Into(out)
 }
 
-func (c *taskClient) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+func (c *kubeClient) watchTasks(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return c.rest.Get().Namespace(c.ns).Resource("tasks").VersionedParams(&opts, paramCodec).Watch(ctx)
 }
 
-// table lists Tasks (or gets the named one) as the API server's table, the
-// columns `kubectl get tasks.dtq.dev` shows.
-func (c *taskClient) table(ctx context.Context, name string, opts metav1.ListOptions) (*metav1.Table, error) {
-	req := c.rest.Get().Namespace(c.ns).Resource("tasks").VersionedParams(&opts, paramCodec).
+func (c *kubeClient) listQueues(ctx context.Context) (*dtqv1alpha1.QueueList, error) {
+	out := &dtqv1alpha1.QueueList{}
+	return out, c.rest.Get().Namespace(c.ns).Resource("queues").Do(ctx).Into(out)
+}
+
+// mergePatch applies a JSON merge patch to the named object of resource and
+// decodes the result into out.
+func (c *kubeClient) mergePatch(ctx context.Context, resource, name string, patch any, out runtime.Object) error {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	return c.rest.Patch(types.MergePatchType).Namespace(c.ns).Resource(resource).Name(name).Body(data).Do(ctx).Into(out)
+}
+
+// table lists the objects of resource (or gets the named one) as the API
+// server's table: the columns kubectl get shows.
+func (c *kubeClient) table(ctx context.Context, resource, name string, opts metav1.ListOptions) (*metav1.Table, error) {
+	req := c.rest.Get().Namespace(c.ns).Resource(resource).VersionedParams(&opts, paramCodec).
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
 	if name != "" {
 		req = req.Name(name)
 	}
 	raw, err := req.DoRaw(ctx)
 	if apierrors.IsNotFound(err) && name != "" { // the error body of a table request is not decoded
-		return nil, taskNotFound(name)
+		return nil, notFound(resource, name)
 	}
 	if err != nil {
 		return nil, err
 	}
 	t := &metav1.Table{}
 	if err := json.Unmarshal(raw, t); err != nil {
-		return nil, fmt.Errorf("decode the Task table: %w", err)
+		return nil, fmt.Errorf("decode the %s table: %w", resource, err)
 	}
 	return t, nil
 }
 
-func taskNotFound(name string) error {
-	return apierrors.NewNotFound(dtqv1alpha1.GroupVersion.WithResource("tasks").GroupResource(), name)
+func notFound(resource, name string) error {
+	return apierrors.NewNotFound(dtqv1alpha1.GroupVersion.WithResource(resource).GroupResource(), name)
 }
