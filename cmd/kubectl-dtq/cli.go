@@ -40,9 +40,10 @@ var scheme = func() *runtime.Scheme {
 var codecs = serializer.NewCodecFactory(scheme)
 
 // cli is what every verb shares: the kubectl connection flags (--kubeconfig,
-// --context, -n ...) and the output streams.
+// --context, -n ...), where the HTTP API is, and the output streams.
 type cli struct {
 	kube    *genericclioptions.ConfigFlags
+	api     apiFlags
 	streams genericiooptions.IOStreams
 }
 

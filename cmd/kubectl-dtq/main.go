@@ -70,6 +70,7 @@ whole product on this machine.`,
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	c.kube.AddFlags(root.PersistentFlags())
+	c.api.addFlags(root.PersistentFlags())
 	root.AddGroup(&cobra.Group{ID: "tasks", Title: "Tasks:"}, &cobra.Group{ID: "queues", Title: "Queues:"},
 		&cobra.Group{ID: "local", Title: "Local stack:"})
 	for _, cmd := range []*cobra.Command{
@@ -78,7 +79,7 @@ whole product on this machine.`,
 		cmd.GroupID = "tasks"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{newQueueCommand(c)} {
+	for _, cmd := range []*cobra.Command{newQueueCommand(c), newDLQCommand(c), newWorkersCommand(c), newEventsCommand(c)} {
 		cmd.GroupID = "queues"
 		root.AddCommand(cmd)
 	}

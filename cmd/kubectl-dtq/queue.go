@@ -18,20 +18,25 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/pkg/client"
 )
 
 func newQueueCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "queue",
-		Short: "List, pause and resume Queues",
-		Args:  cobra.NoArgs,
+		Short: "Queues: list, stats, pause, resume, purge",
+		Long: `queue list, pause and resume work on Queue objects through the API server;
+stats and purge go through the dtq HTTP API (see --api-url).`,
+		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newQueueListCommand(c), newQueuePauseCommand(c, true), newQueuePauseCommand(c, false))
+	cmd.AddCommand(newQueueListCommand(c), newQueueStatsCommand(c), newQueuePauseCommand(c, true), newQueuePauseCommand(c, false),
+		newQueuePurgeCommand(c))
 	return cmd
 }
 
@@ -106,5 +111,91 @@ the Queue controller applies in Redis (and keeps applied); submissions are still
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json, yaml, name, jsonpath=TEMPLATE.")
+	return cmd
+}
+
+func newQueueStatsCommand(c *cli) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "stats [QUEUE...]",
+		Short: "Backlog and live workers of queues, read from the engine (HTTP API)",
+		Long: `stats reads the queues' backlog from the engine through the dtq HTTP API: depth
+(what maxDepth gates), queued, in flight, scheduled (delayed and retrying), dead
+letters and live workers; -o wide adds the depth per priority band (p0..p9).
+Without QUEUE: every queue of the namespace.`,
+		Example: `  kubectl dtq queue stats
+  kubectl dtq queue stats emails -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			api, err := c.apiClient()
+			if err != nil {
+				return err
+			}
+			ns, err := c.namespace()
+			if err != nil {
+				return err
+			}
+			var stats []client.QueueStats
+			if len(args) == 0 {
+				if stats, err = api.Queues(cmd.Context(), ns); err != nil {
+					return err
+				}
+			}
+			for _, name := range args {
+				st, err := api.Queue(ns, name).Stats(cmd.Context())
+				if err != nil {
+					return err
+				}
+				stats = append(stats, *st)
+			}
+			v := apiView{doc: client.QueueList{Queues: stats}, columns: []apiColumn{{name: "Queue"}, {name: "Paused"}, {name: "Depth"},
+				{name: "Queued"}, {name: "In Flight"}, {name: "Scheduled"}, {name: "Dead"}, {name: "Workers"}, {name: "By Priority", wide: true}}}
+			for _, st := range stats {
+				v.names = append(v.names, st.Queue)
+				v.rows = append(v.rows, []any{st.Queue, st.Paused, st.Depth, st.Queued, st.InFlight, st.Scheduled, st.DeadLettered,
+					st.Workers, strings.Trim(fmt.Sprint(st.DepthByPriority), "[]")})
+			}
+			return v.print(c, output, "No queues found in namespace "+ns+".")
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", apiOutputHelp)
+	return cmd
+}
+
+func newQueuePurgeCommand(c *cli) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "purge QUEUE",
+		Short: "Cancel every waiting task of a queue (asks first, or --yes)",
+		Long: `purge cancels, through the dtq HTTP API, every task waiting in the queue: queued
+and not yet taken by a worker, delayed, or waiting for a retry. Each ends Cancelled
+with its idempotency record failed, as a cancel ends it; running tasks finish. Task
+objects of the purged tasks follow them. The dead letters stay (kubectl dtq dlq purge).`,
+		Example: `  kubectl dtq queue purge emails
+  kubectl dtq queue pause emails && kubectl dtq queue purge emails --yes`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := c.apiQueue(args[0])
+			if err != nil {
+				return err
+			}
+			if !yes {
+				st, err := q.Stats(cmd.Context())
+				if err != nil {
+					return err
+				}
+				waiting := st.Depth - st.InFlight + st.Scheduled
+				if err := c.confirm(fmt.Sprintf("Cancel the %d waiting tasks of queue %s/%s?", waiting, st.Namespace, st.Queue)); err != nil {
+					return err
+				}
+			}
+			n, err := q.PurgeTasks(cmd.Context())
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(c.streams.Out, "%d tasks cancelled\n", n)
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Do not ask.")
 	return cmd
 }

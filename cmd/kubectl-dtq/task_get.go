@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -40,16 +41,28 @@ var taskStates = []dtqv1alpha1.TaskState{
 const outputHelp = "Output format: wide, json, yaml, name, jsonpath=TEMPLATE or go-template=TEMPLATE (default: a table)."
 
 func newGetCommand(c *cli) *cobra.Command {
-	var output string
+	var output, queue string
+	var viaAPI bool
 	cmd := &cobra.Command{
 		Use:   "get TASK...",
-		Short: "Show Tasks by name",
-		Long:  "get shows the named Tasks of the namespace with the columns of `kubectl get tasks.dtq.dev`.",
+		Short: "Show Tasks by name, or tasks by ID over the HTTP API (--via-api)",
+		Long: `get shows the named Tasks of the namespace with the columns of kubectl get tasks.dtq.dev.
+
+With --via-api --queue QUEUE it shows tasks by ID from the engine through the dtq
+HTTP API: any task of the queue, submitted over HTTP, by a Task object (its ID is
+the Task's status.taskID) or by the direct producer, with payload and result.`,
 		Example: `  kubectl dtq get invoice-42
   kubectl dtq get invoice-42 -o jsonpath='{.status.result}'
-  kubectl dtq -n emails get tasks.dtq.dev/receipt-1001 -o yaml`,
+  kubectl dtq -n emails get tasks.dtq.dev/receipt-1001 -o yaml
+  kubectl dtq get --via-api --queue emails 01JD6Q1T0F4N3 -o json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if viaAPI {
+				return getViaAPI(cmd.Context(), c, queue, args, output)
+			}
+			if queue != "" {
+				return errors.New("--queue goes with --via-api (a Task object's name is unique in its namespace)")
+			}
 			kc, err := c.objects()
 			if err != nil {
 				return err
@@ -89,29 +102,41 @@ func newGetCommand(c *cli) *cobra.Command {
 			return printObject(c.streams.Out, obj, output, "")
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp)
+	cmd.Flags().StringVarP(&output, "output", "o", "", outputHelp+" With --via-api: wide, json, yaml or name.")
+	cmd.Flags().BoolVar(&viaAPI, "via-api", false, "Read tasks by ID through the dtq HTTP API (needs --queue).")
+	cmd.Flags().StringVar(&queue, "queue", "", "The tasks' queue (with --via-api).")
 	return cmd
 }
 
 type listFlags struct {
 	queue, state, typ, key, selector, output string
-	allNamespaces                            bool
+	allNamespaces, viaAPI                    bool
+	limit                                    int
 }
 
 func newListCommand(c *cli) *cobra.Command {
 	var f listFlags
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List Tasks, filtered by queue, state, type or idempotency key",
+		Short: "List Tasks (or, --via-api, every task of the engine), filtered by queue, state ...",
 		Long: `list shows the Tasks of the namespace (-A: of every namespace) with the columns of
 kubectl get tasks.dtq.dev. The filters run on the API server as field selectors
 (spec.queue, status.state, spec.type, spec.idempotencyKey), so
-kubectl get tasks.dtq.dev --field-selector status.state=DeadLettered is the same query.`,
+kubectl get tasks.dtq.dev --field-selector status.state=DeadLettered is the same query.
+
+With --via-api it lists the tasks the engine keeps, newest first, through the dtq
+HTTP API: those submitted over HTTP, by Task objects and by the direct producer, of
+--queue or of every queue of the namespace, filtered by --state (--limit: at most
+that many per queue).`,
 		Example: `  kubectl dtq list --queue emails
   kubectl dtq list -A --state DeadLettered -o wide
-  kubectl dtq list --key invoice-42 -o name`,
+  kubectl dtq list --key invoice-42 -o name
+  kubectl dtq list --via-api --queue emails --state Failed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.viaAPI {
+				return f.listViaAPI(cmd.Context(), c)
+			}
 			opts, err := f.listOptions()
 			if err != nil {
 				return err
@@ -144,7 +169,9 @@ kubectl get tasks.dtq.dev --field-selector status.state=DeadLettered is the same
 	fl.StringVar(&f.key, "key", "", "Only Tasks with this idempotency key.")
 	fl.StringVarP(&f.selector, "selector", "l", "", "Label selector, as kubectl's -l.")
 	fl.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "List the Tasks of every namespace.")
-	fl.StringVarP(&f.output, "output", "o", "", outputHelp)
+	fl.StringVarP(&f.output, "output", "o", "", outputHelp+" With --via-api: wide, json, yaml or name.")
+	fl.BoolVar(&f.viaAPI, "via-api", false, "List the engine's tasks through the dtq HTTP API (--queue, --state, --limit).")
+	fl.IntVar(&f.limit, "limit", 0, "With --via-api: at most this many tasks per queue (default: all).")
 	return cmd
 }
 

@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,28 +32,40 @@ import (
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/devstack"
+	"github.com/dtq-dev/dtq/pkg/client"
 )
 
 type submitFlags struct {
 	file, name, queue, typ, payload, key, output string
 	priority, maxAttempts                        int32
 	timeout, delay, ttl                          time.Duration
+	viaAPI                                       bool
 }
 
 func newSubmitCommand(c *cli) *cobra.Command {
 	var f submitFlags
 	cmd := &cobra.Command{
 		Use:   "submit (--queue QUEUE --type TYPE [flags] | -f FILE)",
-		Short: "Submit a task as a Task object",
+		Short: "Submit a task as a Task object, or over the HTTP API (--via-api)",
 		Long: `submit creates a Task object, from flags or from a manifest (-f FILE, - for
 stdin; every Task in it). Without --name the Task is named after its type with a
-random suffix. It prints the Task's name; follow it with kubectl dtq wait.`,
+random suffix. It prints the Task's name; follow it with kubectl dtq wait.
+
+With --via-api it submits the task from the flags over the dtq HTTP API instead
+(no Task object: two API-server writes fewer) and prints the task ID; follow it
+with kubectl dtq get --via-api --queue QUEUE ID or kubectl dtq events QUEUE -f.
+A key whose task is in progress is refused (IDEMPOTENCY_IN_PROGRESS, naming the
+task); one whose task finished prints that task, marked duplicate.`,
 		Example: `  kubectl dtq submit --queue default --type echo --payload '{"hello":"world"}'
   kubectl dtq submit --queue emails --type send --key receipt-1001 --max-attempts 3 -o name
   kubectl dtq submit -f config/samples/dtq_v1alpha1_task.yaml
-  kubectl dtq wait "$(kubectl dtq submit --queue default --type sleep --payload '{"seconds":2}' -o name)"`,
+  kubectl dtq wait "$(kubectl dtq submit --queue default --type sleep --payload '{"seconds":2}' -o name)"
+  kubectl dtq submit --via-api --queue emails --type send --key receipt-1001 -o name`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.viaAPI {
+				return f.submitViaAPI(cmd.Context(), c)
+			}
 			tasks, err := f.tasks(c.streams.In)
 			if err != nil {
 				return err
@@ -96,7 +109,8 @@ random suffix. It prints the Task's name; follow it with kubectl dtq wait.`,
 	fl.DurationVar(&f.timeout, "handler-timeout", 0, "Handler deadline (default: the Queue's taskTimeout).")
 	fl.DurationVar(&f.delay, "delay", 0, "Run no earlier than this long from now.")
 	fl.DurationVar(&f.ttl, "ttl", 0, "Expire the task if it has not started this long after submission.")
-	fl.StringVarP(&f.output, "output", "o", "", "Output format: json, yaml, name, jsonpath=TEMPLATE (default: TASK created).")
+	fl.StringVarP(&f.output, "output", "o", "", "Output format: json, yaml, name, jsonpath=TEMPLATE (default: TASK created); with --via-api json, yaml or name (the task ID).")
+	fl.BoolVar(&f.viaAPI, "via-api", false, "Submit over the dtq HTTP API (see --api-url) instead of creating a Task object.")
 	return cmd
 }
 
@@ -169,4 +183,51 @@ func readTasks(path string, stdin io.Reader) ([]*dtqv1alpha1.Task, error) {
 		return nil, fmt.Errorf("%s holds no Task", path)
 	}
 	return tasks, nil
+}
+
+// submitViaAPI submits the task of the flags over the HTTP API.
+func (f *submitFlags) submitViaAPI(ctx context.Context, c *cli) error {
+	if f.file != "" || f.name != "" {
+		return errors.New("--via-api submits from the flags: -f and --name make Task objects")
+	}
+	if f.queue == "" || f.typ == "" {
+		return errors.New("--queue and --type are required")
+	}
+	var payload json.RawMessage
+	if f.payload != "" {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(f.payload), &obj); err != nil {
+			return fmt.Errorf("--payload must be a JSON object: %w", err)
+		}
+		payload = json.RawMessage(f.payload)
+	}
+	opts := []client.SubmitOption{client.Priority(int(f.priority)), client.IdempotencyKey(f.key)}
+	if f.maxAttempts > 0 {
+		opts = append(opts, client.MaxAttempts(int(f.maxAttempts)))
+	}
+	for _, o := range []struct {
+		v   time.Duration
+		opt func(time.Duration) client.SubmitOption
+	}{{f.timeout, client.Timeout}, {f.delay, client.Delay}, {f.ttl, client.TTL}} {
+		if o.v > 0 {
+			opts = append(opts, o.opt(o.v))
+		}
+	}
+	q, err := c.apiQueue(f.queue)
+	if err != nil {
+		return err
+	}
+	t, err := q.Submit(ctx, f.typ, payload, opts...)
+	if err != nil {
+		return err
+	}
+	if f.output == "" {
+		what := "submitted"
+		if t.Duplicate {
+			what = "is a duplicate of the key's task (" + string(t.Status) + ")"
+		}
+		_, err := fmt.Fprintf(c.streams.Out, "%s %s\n", t.TaskID, what)
+		return err
+	}
+	return apiView{doc: t, names: []string{t.TaskID}}.print(c, f.output, "")
 }

@@ -68,6 +68,21 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, q broker.Queue
 	writeJSON(w, http.StatusOK, st)
 }
 
+// purgeQueue cancels every task waiting in the queue (broker.PurgeQueue):
+// queued, delayed and retrying ones; running tasks finish.
+func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
+	if err := s.queueExists(r.Context(), q); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := s.b.PurgeQueue(r.Context(), q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, client.PurgeResponse{Purged: n})
+}
+
 func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
 	s.setPaused(w, r, q, true)
 }

@@ -38,7 +38,8 @@ const Prefix = "/api/v1/namespaces/{ns}/queues"
 // of group dtq.dev in the path's namespace: submit = create tasks; reads =
 // get/list tasks; the events stream = watch tasks; cancel = update tasks;
 // queue stats, workers = get queues; list queues = list queues; pause, resume
-// = patch queues; dead-letter reads = get queues/deadletter, requeue = update
+// = patch queues; purge of the queue's waiting tasks = delete queues/tasks;
+// dead-letter reads = get queues/deadletter, requeue = update
 // queues/deadletter, discard and purge = delete queues/deadletter. Queue and
 // dead-letter checks name the queue (RBAC resourceNames apply); task checks
 // name no object (a task ID is not a Task object's name).
@@ -46,7 +47,7 @@ type route struct {
 	name    string // the metrics label
 	pattern string
 	verb    string
-	res     string // tasks, queues, queues/deadletter
+	res     string // tasks, queues, queues/tasks, queues/deadletter
 	stream  bool   // no request timeout (the events stream)
 	handle  func(w http.ResponseWriter, r *http.Request, q broker.QueueRef)
 }
@@ -64,6 +65,7 @@ func (s *Server) routes() []route {
 		{name: "get_queue", pattern: "GET " + q, verb: "get", res: "queues", handle: s.getQueue},
 		{name: "pause_queue", pattern: "POST " + q + "/pause", verb: "patch", res: "queues", handle: s.pauseQueue},
 		{name: "resume_queue", pattern: "POST " + q + "/resume", verb: "patch", res: "queues", handle: s.resumeQueue},
+		{name: "purge_queue", pattern: "POST " + q + "/purge", verb: "delete", res: "queues/tasks", handle: s.purgeQueue},
 		{name: "workers", pattern: "GET " + q + "/workers", verb: "get", res: "queues", handle: s.workers},
 		{name: "list_dead_letters", pattern: "GET " + dl, verb: "get", res: "queues/deadletter", handle: s.listDeadLetters},
 		{name: "get_dead_letter", pattern: "GET " + dl + "/{id}", verb: "get", res: "queues/deadletter", handle: s.getDeadLetter},

@@ -70,16 +70,18 @@ func (f *fileToken) token() (string, error) {
 	return tok, nil
 }
 
-// kubeconfigClient returns hc with its transport wrapped by
-// KubeconfigTransport.
-func kubeconfigClient(path string, hc *http.Client) (*http.Client, error) {
-	rt, err := KubeconfigTransport(path, hc.Transport)
-	if err != nil {
-		return nil, err
+// kubeconfigConfig loads the kubeconfig's current context (path, or the
+// default loading rules when path is empty).
+func kubeconfigConfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
 	}
-	out := *hc
-	out.Transport = rt
-	return &out, nil
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("client: kubeconfig: %w", err)
+	}
+	return cfg, nil
 }
 
 // KubeconfigTransport returns base (http.DefaultTransport when nil) wrapped
@@ -89,14 +91,28 @@ func kubeconfigClient(path string, hc *http.Client) (*http.Client, error) {
 // Authorization header gets the user's bearer token. It fails when the user
 // has no way to a token (a client certificate cannot authenticate to the API).
 func KubeconfigTransport(path string, base http.RoundTripper) (http.RoundTripper, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules.ExplicitPath = path
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := kubeconfigConfig(path)
 	if err != nil {
-		return nil, fmt.Errorf("client: kubeconfig: %w", err)
+		return nil, err
 	}
+	return restConfigTransport(cfg, base)
+}
+
+// restConfigClient returns hc with its transport wrapped by
+// restConfigTransport.
+func restConfigClient(cfg *rest.Config, hc *http.Client) (*http.Client, error) {
+	rt, err := restConfigTransport(cfg, hc.Transport)
+	if err != nil {
+		return nil, err
+	}
+	out := *hc
+	out.Transport = rt
+	return &out, nil
+}
+
+// restConfigTransport wraps base (http.DefaultTransport when nil) with
+// client-go's authentication for cfg's user.
+func restConfigTransport(cfg *rest.Config, base http.RoundTripper) (http.RoundTripper, error) {
 	if cfg.BearerToken == "" && cfg.BearerTokenFile == "" && cfg.ExecProvider == nil && cfg.AuthProvider == nil {
 		return nil, errors.New("client: the kubeconfig's user has no token (a client certificate cannot authenticate to the dtq API)")
 	}

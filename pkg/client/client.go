@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	"k8s.io/client-go/rest"
 )
 
 // Client talks to one dtq HTTP API. It is safe for concurrent use and keeps
@@ -47,6 +48,7 @@ type options struct {
 	hc         *http.Client
 	token      tokenSource
 	kubeconfig *string
+	restConfig *rest.Config
 }
 
 // WithToken authenticates with a fixed bearer token.
@@ -69,6 +71,15 @@ func WithTokenFile(path string) Option {
 // yields one: the API accepts no client certificates.
 func WithKubeconfig(path string) Option {
 	return func(o *options) error { o.kubeconfig = &path; return nil }
+}
+
+// WithRESTConfig authenticates as the user of a client-go configuration (a
+// kubeconfig loaded with its context, user and flag overrides, as kubectl
+// plugins do), with the same requirement as WithKubeconfig: a token, a token
+// file or a plugin that yields one. Only its credentials are used, not its
+// host or TLS settings.
+func WithRESTConfig(cfg *rest.Config) Option {
+	return func(o *options) error { o.restConfig = cfg; return nil }
 }
 
 // WithHTTPClient sends requests with hc (for its TLS settings or proxy, say).
@@ -96,8 +107,14 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		hc = &http.Client{}
 	}
 	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: hc, token: o.token}
+	cfg := o.restConfig
 	if o.kubeconfig != nil {
-		if c.hc, err = kubeconfigClient(*o.kubeconfig, hc); err != nil {
+		if cfg, err = kubeconfigConfig(*o.kubeconfig); err != nil {
+			return nil, err
+		}
+	}
+	if cfg != nil {
+		if c.hc, err = restConfigClient(cfg, hc); err != nil {
 			return nil, err
 		}
 	}

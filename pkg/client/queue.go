@@ -165,6 +165,15 @@ func (q *Queue) Resume(ctx context.Context) error {
 	return q.c.do(ctx, http.MethodPost, q.path+"/resume", nil, nil, nil)
 }
 
+// PurgeTasks cancels every task waiting in the queue (queued, delayed or
+// waiting for a retry; running ones finish) and returns how many it
+// cancelled. It is not the dead-letter purge (Purge).
+func (q *Queue) PurgeTasks(ctx context.Context) (int64, error) {
+	var out PurgeResponse
+	err := q.c.do(ctx, http.MethodPost, q.path+"/purge", nil, nil, &out)
+	return out.Purged, err
+}
+
 // Workers lists the queue's live workers.
 func (q *Queue) Workers(ctx context.Context) ([]Worker, error) {
 	var out WorkerList
@@ -193,8 +202,8 @@ func (q *Queue) DeadLetter(ctx context.Context, id string) (*DeadLetter, error) 
 	return &out, nil
 }
 
-// Requeue runs a dead-lettered task again: attempt back to 1 (the old count
-// in PreviousAttempts) and its idempotency record back to processing.
+// Requeue runs a dead-lettered task again: attempt back to 1 (the earlier
+// runs' attempts summed in PreviousAttempts) and its idempotency record back to processing.
 // ErrTaskConflict when it is not dead-lettered.
 func (q *Queue) Requeue(ctx context.Context, id string) (*Task, error) {
 	var out Task

@@ -88,7 +88,8 @@ type Task struct {
 	Priority       int             `json:"priority"`
 	// Attempt starts at 1 and counts retries and crash redeliveries.
 	Attempt int `json:"attempt"`
-	// PreviousAttempts is the attempt count before the last dead-letter requeue.
+	// PreviousAttempts is the attempts of earlier runs, summed: a dead-letter
+	// requeue (or a Task retry) adds the ended run's and restarts Attempt at 1.
 	PreviousAttempts int             `json:"previous_attempts,omitempty"`
 	MaxAttempts      int             `json:"max_attempts"`
 	TimeoutMs        int64           `json:"timeout_ms"`

@@ -1,0 +1,231 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dtq-dev/dtq/pkg/client"
+)
+
+func newDLQCommand(c *cli) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "Dead letters of a queue (through the HTTP API): list, show, requeue, discard, purge",
+		Long: `dlq works on a queue's dead-letter entries through the dtq HTTP API (see
+--api-url): a task that used up its attempts (or failed with a permanent error)
+ends DeadLettered with an entry here.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newDLQListCommand(c), newDLQShowCommand(c), newDLQRequeueCommand(c), newDLQDiscardCommand(c), newDLQPurgeCommand(c))
+	return cmd
+}
+
+var deadLetterColumns = []apiColumn{{name: "Task ID"}, {name: "Type"}, {name: "Attempts"}, {name: "Failed"}, {name: "Error"},
+	{name: "Class", wide: true}, {name: "Entry", wide: true}}
+
+func deadLetterRow(d client.DeadLetter) []any {
+	return []any{d.TaskID, d.TaskType, d.AttemptsMade, age(d.FailedAt), d.LastError, d.LastErrorClass, d.EntryID}
+}
+
+func newDLQListCommand(c *cli) *cobra.Command {
+	var output string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list QUEUE",
+		Short: "List a queue's dead-letter entries, newest first",
+		Example: `  kubectl dtq dlq list emails
+  kubectl dtq dlq list emails -o name | xargs kubectl dtq dlq requeue emails`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := c.apiQueue(args[0])
+			if err != nil {
+				return err
+			}
+			entries, err := q.DeadLetters(cmd.Context(), limit)
+			if err != nil {
+				return err
+			}
+			v := apiView{doc: client.DeadLetterList{Entries: entries, Count: len(entries)}, columns: deadLetterColumns}
+			for _, d := range entries {
+				v.names = append(v.names, d.TaskID)
+				v.rows = append(v.rows, deadLetterRow(d))
+			}
+			return v.print(c, output, "No dead letters in queue "+args[0]+".")
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 0, "At most this many entries, 1..500 (default 50).")
+	cmd.Flags().StringVarP(&output, "output", "o", "", apiOutputHelp)
+	return cmd
+}
+
+// deadLetterView is what dlq show prints: the entry and its task.
+type deadLetterView struct {
+	Entry client.DeadLetter `json:"entry"`
+	Task  *client.Task      `json:"task"`
+}
+
+func newDLQShowCommand(c *cli) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "show QUEUE TASK_ID",
+		Short: "Show a dead-lettered task: its entry and its task (payload, attempts, error)",
+		Example: `  kubectl dtq dlq show emails 01JD6Q1T0F4N3
+  kubectl dtq dlq show emails 01JD6Q1T0F4N3 -o json | jq .task.payload`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := c.apiQueue(args[0])
+			if err != nil {
+				return err
+			}
+			d, err := q.DeadLetter(cmd.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			t, err := q.Get(cmd.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			if output == "" {
+				w := c.streams.Out
+				_, err := fmt.Fprintf(w, "Task ID:     %s\nType:        %s\nState:       %s\nAttempts:    %d (earlier runs: %d)\nFailed:      %s (%s ago)\nError class: %s\nError:       %s\nPayload:     %s\n",
+					t.TaskID, t.TaskType, t.Status, d.AttemptsMade, t.PreviousAttempts, d.FailedAt.Format("2006-01-02T15:04:05Z07:00"), age(d.FailedAt),
+					d.LastErrorClass, d.LastError, t.Payload)
+				return err
+			}
+			return apiView{doc: deadLetterView{Entry: *d, Task: t}, names: []string{d.TaskID}}.print(c, output, "")
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json, yaml or name (default: a description).")
+	return cmd
+}
+
+func newDLQRequeueCommand(c *cli) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "requeue QUEUE TASK_ID...",
+		Short: "Run dead-lettered tasks again (attempt back to 1, idempotency record back to processing)",
+		Long: `requeue puts each task back on its queue with attempt 1; the attempts of its
+earlier runs are kept (previous_attempts) and its idempotency record goes back to
+processing, so a resubmission of its key is in progress again, not a replay of the
+failure. Task objects that mirror the task follow it. A task that is not
+DeadLettered is refused (TASK_CONFLICT); a Failed Task object is retried with
+kubectl dtq retry.`,
+		Example: `  kubectl dtq dlq requeue emails 01JD6Q1T0F4N3
+  kubectl dtq dlq requeue emails 01JD6Q1T0F4N3 && kubectl dtq get --via-api --queue emails 01JD6Q1T0F4N3`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := c.apiQueue(args[0])
+			if err != nil {
+				return err
+			}
+			for _, id := range args[1:] {
+				t, err := q.Requeue(cmd.Context(), id)
+				if err != nil {
+					return err
+				}
+				if output == "" {
+					fmt.Fprintf(c.streams.Out, "%s requeued\n", id)
+					continue
+				}
+				if err := (apiView{doc: t, names: []string{t.TaskID}}).print(c, output, ""); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json, yaml or name (default: TASK_ID requeued).")
+	return cmd
+}
+
+func newDLQDiscardCommand(c *cli) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "discard QUEUE TASK_ID...",
+		Short:   "Remove dead-letter entries; the tasks stay DeadLettered",
+		Example: `  kubectl dtq dlq discard emails 01JD6Q1T0F4N3`,
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := c.apiQueue(args[0])
+			if err != nil {
+				return err
+			}
+			for _, id := range args[1:] {
+				if _, err := q.Discard(cmd.Context(), id); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.streams.Out, "%s discarded\n", id)
+			}
+			return nil
+		},
+	}
+	return cmd
+}
+
+func newDLQPurgeCommand(c *cli) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "purge QUEUE",
+		Short: "Remove every dead-letter entry of a queue (asks first, or --yes)",
+		Example: `  kubectl dtq dlq purge emails
+  kubectl dtq dlq purge emails --yes`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := c.apiQueue(args[0])
+			if err != nil {
+				return err
+			}
+			if !yes {
+				st, err := q.Stats(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if err := c.confirm(fmt.Sprintf("Remove all %d dead-letter entries of queue %s/%s?", st.DeadLettered, st.Namespace, st.Queue)); err != nil {
+					return err
+				}
+			}
+			n, err := q.Purge(cmd.Context())
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(c.streams.Out, "%d dead-letter entries purged\n", n)
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Do not ask.")
+	return cmd
+}
+
+// errNotConfirmed ends a destructive verb the user did not confirm.
+var errNotConfirmed = errors.New("not confirmed: nothing changed (answer y, or pass --yes)")
+
+// confirm asks question on stderr and reads the answer from stdin: y or yes
+// goes on; anything else, or no answer (stdin closed), is errNotConfirmed.
+func (c *cli) confirm(question string) error {
+	fmt.Fprintf(c.streams.ErrOut, "%s [y/N] ", question)
+	answer, _ := bufio.NewReader(c.streams.In).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return nil
+	}
+	return errNotConfirmed
+}
