@@ -53,13 +53,19 @@ func (r result) String() string {
 // the test only when the binary cannot be started.
 func runBin(t *testing.T, bin string, args ...string) result {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, args...)
+	return runCmd(t, exec.CommandContext(t.Context(), bin, args...))
+}
+
+// runCmd runs cmd (its Stdin and Env as the caller set them) and returns its
+// output and exit code; it fails the test only when cmd cannot be started.
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("run %s %v: %v", bin, args, err)
+		t.Fatalf("run %v: %v", cmd.Args, err)
 	}
 	return result{out.String(), errOut.String(), cmd.ProcessState.ExitCode()}
 }
@@ -67,7 +73,14 @@ func runBin(t *testing.T, bin string, args ...string) result {
 // dtq runs the built kubectl-dtq as the stack's admin in namespace ns.
 func dtq(t *testing.T, ns string, args ...string) result {
 	t.Helper()
-	return runBin(t, filepath.Join(binDir, "kubectl-dtq"), append([]string{"--kubeconfig", stack.Kubeconfig, "-n", ns}, args...)...)
+	return runCmd(t, dtqCmd(t, ns, args...))
+}
+
+// dtqCmd is the command dtq runs, for a caller that sets its input or
+// environment. It finds the HTTP API as make dev users do: the api-url file
+// beside the kubeconfig.
+func dtqCmd(t *testing.T, ns string, args ...string) *exec.Cmd {
+	return exec.CommandContext(t.Context(), filepath.Join(binDir, "kubectl-dtq"), append([]string{"--kubeconfig", stack.Kubeconfig, "-n", ns}, args...)...)
 }
 
 // kubectl runs the real kubectl of the envtest assets (bin/k8s).
@@ -102,8 +115,10 @@ func TestCLI(t *testing.T) {
 
 func testCLIHelp(t *testing.T) {
 	t.Parallel()
-	for _, verb := range []string{"submit", "get", "list", "wait", "cancel", "retry", "dev"} {
-		want(t, verb+" --help", dtq(t, "default", verb, "--help"), 0, `(?s)Usage:\n  kubectl dtq `+verb+`.*Examples?:\n  (kubectl dtq|make dev)`, `^$`)
+	for _, verb := range []string{"submit", "get", "list", "wait", "cancel", "retry", "dev",
+		"dlq list", "dlq show", "dlq requeue", "dlq discard", "dlq purge",
+		"queue list", "queue stats", "queue pause", "queue resume", "queue purge", "workers", "events"} {
+		want(t, verb+" --help", dtq(t, "default", append(strings.Fields(verb), "--help")...), 0, `(?s)Usage:\n  kubectl dtq `+verb+`.*Examples?:\n  (kubectl dtq|make dev)`, `^$`)
 	}
 }
 
