@@ -58,10 +58,12 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-dtq",
 		Short: "dtq, the Kubernetes-native task queue: submit, inspect, wait for and retry tasks",
-		Long: `kubectl-dtq works with dtq's Task objects (tasks.dtq.dev) through the API server,
-with the connection and credentials of kubectl (--kubeconfig, --context, -n).
-Installed on the PATH it is the kubectl plugin "kubectl dtq". "dev" runs the
-whole product on this machine.`,
+		Long: `kubectl-dtq works with dtq's Task and Queue objects (tasks.dtq.dev, queues.dtq.dev)
+through the API server, with the connection and credentials of kubectl
+(--kubeconfig, --context, -n), and with what has no object (dead letters, queue
+stats, workers, events, tasks submitted over HTTP) through the dtq HTTP API, as
+the same user (--api-url). Installed on the PATH it is the kubectl plugin
+"kubectl dtq". "dev" runs the whole product on this machine.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dtq"},
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -18,6 +18,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -86,6 +87,13 @@ func testCLIFindAPI(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-cli-find")
 	queue(t, ns, nil)
+	// The API lists a Queue once its controller has registered it.
+	must(t, poll(t.Context(), time.Minute, func() error {
+		if r := dtq(t, ns, "queue", "stats", "-o", "name"); r.stdout != "q\n" {
+			return fmt.Errorf("queue q not listed by the API yet: %s", r)
+		}
+		return nil
+	}))
 	// No api-url beside this kubeconfig and no flag: a clear error.
 	dir := t.TempDir()
 	kc, err := os.ReadFile(stack.Kubeconfig)
@@ -117,7 +125,9 @@ func testCLISubmitViaAPI(t *testing.T) {
 	want(t, "submit --via-api", r, 0, `^\S+ submitted\n$`, `^$`)
 	id := strings.Fields(r.stdout)[0]
 	done := apiTaskState(t, ns, id, client.StatusSucceeded)
-	if string(done.Result) != `{"via":"api"}` || done.IdempotencyKey != "api-1" || done.Attempt != 1 {
+	var result bytes.Buffer
+	must(t, json.Compact(&result, done.Result))
+	if result.String() != `{"via":"api"}` || done.IdempotencyKey != "api-1" || done.Attempt != 1 {
 		t.Errorf("task %s: want the echo's result, key api-1, attempt 1: %+v", id, done)
 	}
 	want(t, "submit the key again", dtq(t, ns, "submit", "--via-api", "--queue", "q", "--type", demo.Echo, "--key", "api-1"), 0,
