@@ -25,6 +25,8 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
@@ -116,5 +118,20 @@ func TestTokenSources(t *testing.T) {
 	write("{client-certificate-data: AAAA, client-key-data: AAAA}")
 	if _, err := client.New(srv.URL, client.WithKubeconfig(kubeconfig)); err == nil || !strings.Contains(err.Error(), "no token") {
 		t.Fatalf("a kubeconfig with a client certificate only: %v, want an error saying it has no token", err)
+	}
+
+	// A client-go configuration (a kubectl plugin's, with its flags
+	// applied): its token, not its host.
+	c, err = client.New(srv.URL, client.WithRESTConfig(&rest.Config{Host: "https://example.invalid", BearerToken: "from-rest-config"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list(t, c)
+	if got := srv.last(); got != "from-rest-config" {
+		t.Fatalf("rest.Config token sent as %q", got)
+	}
+	certOnly := &rest.Config{Host: "https://example.invalid", TLSClientConfig: rest.TLSClientConfig{CertData: []byte("A"), KeyData: []byte("A")}}
+	if _, err := client.New(srv.URL, client.WithRESTConfig(certOnly)); err == nil || !strings.Contains(err.Error(), "client certificate cannot authenticate") {
+		t.Fatalf("a rest.Config with a client certificate only: %v, want an error saying it cannot authenticate", err)
 	}
 }

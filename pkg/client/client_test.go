@@ -268,6 +268,33 @@ func TestQueueAdministration(t *testing.T) {
 	if st, err := paused.Stats(ctx); err != nil || st.Paused {
 		t.Fatalf("stats after resume: %+v %v", st, err)
 	}
+	// PurgeTasks cancels the waiting tasks (two queued, one delayed), not
+	// the queue's dead letters.
+	purged := ensureQueue(t, "purged", func(*broker.QueueConfig) {})
+	if err := purged.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var waiting []string
+	for _, opts := range [][]client.SubmitOption{nil, nil, {client.Delay(time.Hour)}} {
+		task, err := purged.Submit(ctx, "echo", nil, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting = append(waiting, task.TaskID)
+	}
+	if n, err := purged.PurgeTasks(ctx); err != nil || n != 3 {
+		t.Fatalf("purge of 3 waiting tasks: %d %v", n, err)
+	}
+	for _, id := range waiting {
+		if task, err := purged.Get(ctx, id); err != nil || task.Status != client.StatusCancelled {
+			t.Fatalf("purged task %s: %+v %v", id, task, err)
+		}
+	}
+	if n, err := purged.PurgeTasks(ctx); err != nil || n != 0 {
+		t.Fatalf("second purge: %d %v", n, err)
+	}
+	_, err = c.Queue("shop", "nope").PurgeTasks(ctx)
+	wantError(t, err, client.ErrQueueNotFound, http.StatusNotFound)
 	_, err = c.Queue("shop", "nope").Stats(ctx)
 	wantError(t, err, client.ErrQueueNotFound, http.StatusNotFound)
 	_, err = c.Queue("shop", "Not_A_Name").Workers(ctx)
