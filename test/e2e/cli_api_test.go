@@ -75,25 +75,33 @@ func apiTaskState(t *testing.T, ns, id string, state client.TaskStatus) client.T
 	return task
 }
 
-// submitAPI submits over the API with kubectl-dtq and returns the task ID.
-func submitAPI(t *testing.T, ns string, args ...string) string {
+// apiReadyQueue creates Queue <ns>/q (see queue) and waits until the API
+// knows it: the Queue controller registers it in Redis shortly after.
+func apiReadyQueue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)) {
 	t.Helper()
-	r := dtq(t, ns, append([]string{"submit", "--via-api", "--queue", "q", "-o", "name"}, args...)...)
-	want(t, "submit --via-api -o name", r, 0, `^\S+\n$`, `^$`)
-	return strings.TrimSpace(r.stdout)
-}
-
-func testCLIFindAPI(t *testing.T) {
-	t.Parallel()
-	ns := namespace(t, "e2e-cli-find")
-	queue(t, ns, nil)
-	// The API lists a Queue once its controller has registered it.
+	queue(t, ns, mutate)
 	must(t, poll(t.Context(), time.Minute, func() error {
 		if r := dtq(t, ns, "queue", "stats", "-o", "name"); r.stdout != "q\n" {
 			return fmt.Errorf("queue q not listed by the API yet: %s", r)
 		}
 		return nil
 	}))
+}
+
+// submitAPI submits over the API with kubectl-dtq and returns the task ID.
+func submitAPI(t *testing.T, ns string, args ...string) string {
+	t.Helper()
+	r := dtq(t, ns, append([]string{"submit", "--via-api", "--queue", "q", "-o", "name"}, args...)...)
+	if r.code != 0 || !regexp.MustCompile(`^\S+\n$`).MatchString(r.stdout) {
+		t.Fatalf("submit --via-api -o name %v: %s", args, r)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
+func testCLIFindAPI(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "e2e-cli-find")
+	apiReadyQueue(t, ns, nil)
 	// No api-url beside this kubeconfig and no flag: a clear error.
 	dir := t.TempDir()
 	kc, err := os.ReadFile(stack.Kubeconfig)
@@ -119,7 +127,7 @@ func testCLIFindAPI(t *testing.T) {
 func testCLISubmitViaAPI(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-cli-api")
-	queue(t, ns, nil)
+	apiReadyQueue(t, ns, nil)
 
 	r := dtq(t, ns, "submit", "--via-api", "--queue", "q", "--type", demo.Echo, "--payload", `{"via":"api"}`, "--key", "api-1")
 	want(t, "submit --via-api", r, 0, `^\S+ submitted\n$`, `^$`)
@@ -169,7 +177,7 @@ func testCLISubmitViaAPI(t *testing.T) {
 func testCLIDeadLetters(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-cli-dlq")
-	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+	apiReadyQueue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
 		s.Retry.BaseDelay = dur(200 * time.Millisecond)
 		s.Retry.MaxDelay = dur(time.Second)
 	})
@@ -220,7 +228,7 @@ func testCLIDeadLetters(t *testing.T) {
 func testCLIQueues(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-cli-queues")
-	queue(t, ns, nil)
+	apiReadyQueue(t, ns, nil)
 	id := submitAPI(t, ns, "--type", demo.Echo)
 	apiTaskState(t, ns, id, client.StatusSucceeded)
 
@@ -257,7 +265,7 @@ func testCLIQueues(t *testing.T) {
 // Last-Event-ID): every event of the queue once, in order.
 func testCLIEvents(t *testing.T) {
 	ns := namespace(t, "e2e-cli-events")
-	queue(t, ns, nil)
+	apiReadyQueue(t, ns, nil)
 	first := submitAPI(t, ns, "--type", demo.Echo)
 	apiTaskState(t, ns, first, client.StatusSucceeded)
 	r := dtq(t, ns, "events", "q")
