@@ -79,7 +79,7 @@ func apiTaskState(t *testing.T, ns, id string, state client.TaskStatus) client.T
 // knows it: the Queue controller registers it in Redis shortly after.
 func apiReadyQueue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)) {
 	t.Helper()
-	queue(t, ns, mutate)
+	single.queue(t, ns, mutate)
 	must(t, poll(t.Context(), time.Minute, func() error {
 		if r := dtq(t, ns, "queue", "stats", "-o", "name"); r.stdout != "q\n" {
 			return fmt.Errorf("queue q not listed by the API yet: %s", r)
@@ -100,25 +100,25 @@ func submitAPI(t *testing.T, ns string, args ...string) string {
 
 func testCLIFindAPI(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "e2e-cli-find")
+	ns := single.namespace(t, "e2e-cli-find")
 	apiReadyQueue(t, ns, nil)
 	// No api-url beside this kubeconfig and no flag: a clear error.
 	dir := t.TempDir()
-	kc, err := os.ReadFile(stack.Kubeconfig)
+	kc, err := os.ReadFile(single.stack.Kubeconfig)
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), kc, 0o600))
 	elsewhere := dtqCmd(t, ns, "--kubeconfig", filepath.Join(dir, "kubeconfig"), "queue", "stats")
 	want(t, "no API URL", runCmd(t, elsewhere), 1, `^$`, `no dtq HTTP API URL: give --api-url or \$DTQ_API_URL`)
 	// $DTQ_API_URL, then --api-url over it.
 	env := dtqCmd(t, ns, "--kubeconfig", filepath.Join(dir, "kubeconfig"), "queue", "stats")
-	env.Env = append(os.Environ(), "DTQ_API_URL="+stack.APIURL)
+	env.Env = append(os.Environ(), "DTQ_API_URL="+single.stack.APIURL)
 	want(t, "DTQ_API_URL", runCmd(t, env), 0, `(?m)^QUEUE +PAUSED +DEPTH +QUEUED +IN FLIGHT +SCHEDULED +DEAD +WORKERS\nq +false +0 `, `^$`)
-	flag := dtqCmd(t, ns, "--kubeconfig", filepath.Join(dir, "kubeconfig"), "--api-url", stack.APIURL, "queue", "stats", "q", "-o", "name")
+	flag := dtqCmd(t, ns, "--kubeconfig", filepath.Join(dir, "kubeconfig"), "--api-url", single.stack.APIURL, "queue", "stats", "q", "-o", "name")
 	flag.Env = append(os.Environ(), "DTQ_API_URL=http://127.0.0.1:1")
 	want(t, "--api-url wins", runCmd(t, flag), 0, `^q\n$`, `^$`)
 	// envtest's admin kubeconfig (beside the api-url file) has a client
 	// certificate only: the API cannot authenticate it, and says so.
-	want(t, "client-certificate kubeconfig", dtq(t, ns, "--kubeconfig", filepath.Join(stack.Dir, "admin.kubeconfig"), "queue", "stats"), 1,
+	want(t, "client-certificate kubeconfig", dtq(t, ns, "--kubeconfig", filepath.Join(single.stack.Dir, "admin.kubeconfig"), "queue", "stats"), 1,
 		`^$`, `the kubeconfig's user has no token \(a client certificate cannot authenticate to the dtq API\)`)
 	// A token the API server rejects: 401 from the API.
 	want(t, "bad token", dtq(t, ns, "--token", "not-a-token", "queue", "stats"), 1, `^$`, `UNAUTHORIZED`)
@@ -126,7 +126,7 @@ func testCLIFindAPI(t *testing.T) {
 
 func testCLISubmitViaAPI(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "e2e-cli-api")
+	ns := single.namespace(t, "e2e-cli-api")
 	apiReadyQueue(t, ns, nil)
 
 	r := dtq(t, ns, "submit", "--via-api", "--queue", "q", "--type", demo.Echo, "--payload", `{"via":"api"}`, "--key", "api-1")
@@ -147,7 +147,7 @@ func testCLISubmitViaAPI(t *testing.T) {
 		`^$`, `QUEUE_NOT_FOUND`)
 
 	// A Task object's task is in the engine too: list --via-api shows both.
-	createAll(t, []*dtqv1alpha1.Task{newTask("object", ns, "api", demo.Echo, nil).Obj()})
+	single.createAll(t, []*dtqv1alpha1.Task{newTask("object", ns, "api", demo.Echo, nil).Obj()})
 	want(t, "wait object", dtq(t, ns, "wait", "object", "--timeout", "1m"), 0, `Succeeded`, `^$`)
 	objectID := strings.TrimSpace(dtq(t, ns, "get", "object", "-o", "jsonpath={.status.taskID}").stdout)
 
@@ -176,7 +176,7 @@ func testCLISubmitViaAPI(t *testing.T) {
 // Then discard, and purge with its confirmation.
 func testCLIDeadLetters(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "e2e-cli-dlq")
+	ns := single.namespace(t, "e2e-cli-dlq")
 	apiReadyQueue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
 		s.Retry.BaseDelay = dur(200 * time.Millisecond)
 		s.Retry.MaxDelay = dur(time.Second)
@@ -195,7 +195,7 @@ func testCLIDeadLetters(t *testing.T) {
 	want(t, "resubmit before the requeue", dtq(t, ns, "submit", "--via-api", "--queue", "q", "--type", demo.Gate, "--key", "nightly"), 0,
 		`is a duplicate of the key's task \(DeadLettered\)`, `^$`)
 
-	must(t, rdb.Set(t.Context(), demo.GateKey(ns, "fix"), 1, 0).Err())
+	must(t, single.rdb.Set(t.Context(), demo.GateKey(ns, "fix"), 1, 0).Err())
 	want(t, "dlq requeue", dtq(t, ns, "dlq", "requeue", "q", id), 0, `^`+id+` requeued\n$`, `^$`)
 	done := apiTaskState(t, ns, id, client.StatusSucceeded)
 	if done.Attempt != 1 || done.PreviousAttempts != 2 {
@@ -227,7 +227,7 @@ func testCLIDeadLetters(t *testing.T) {
 
 func testCLIQueues(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "e2e-cli-queues")
+	ns := single.namespace(t, "e2e-cli-queues")
 	apiReadyQueue(t, ns, nil)
 	id := submitAPI(t, ns, "--type", demo.Echo)
 	apiTaskState(t, ns, id, client.StatusSucceeded)
@@ -264,7 +264,7 @@ func testCLIQueues(t *testing.T) {
 // it follows across a SIGKILL of the API (the client resumes with
 // Last-Event-ID): every event of the queue once, in order.
 func testCLIEvents(t *testing.T) {
-	ns := namespace(t, "e2e-cli-events")
+	ns := single.namespace(t, "e2e-cli-events")
 	apiReadyQueue(t, ns, nil)
 	first := submitAPI(t, ns, "--type", demo.Echo)
 	apiTaskState(t, ns, first, client.StatusSucceeded)
@@ -275,7 +275,7 @@ func testCLIEvents(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	follow := exec.CommandContext(ctx, filepath.Join(binDir, "kubectl-dtq"), "--kubeconfig", stack.Kubeconfig, "-n", ns, "events", "q", "-f", "-o", "json")
+	follow := exec.CommandContext(ctx, filepath.Join(binDir, "kubectl-dtq"), "--kubeconfig", single.stack.Kubeconfig, "-n", ns, "events", "q", "-f", "-o", "json")
 	follow.Cancel = func() error { return follow.Process.Signal(syscall.SIGINT) }
 	out, err := follow.StdoutPipe()
 	must(t, err)
@@ -309,7 +309,7 @@ func testCLIEvents(t *testing.T) {
 	}
 	before := submitAPI(t, ns, "--type", demo.Echo)
 	must(t, poll(t.Context(), time.Minute, func() error { return succeeded(first, before) }))
-	must(t, stack.RestartAPI(t.Context(), syscall.SIGKILL))
+	must(t, single.stack.RestartAPI(t.Context(), syscall.SIGKILL))
 	after := submitAPI(t, ns, "--type", demo.Echo)
 	must(t, poll(t.Context(), time.Minute, func() error { return succeeded(after) }))
 	cancel()

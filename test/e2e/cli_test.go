@@ -80,7 +80,7 @@ func dtq(t *testing.T, ns string, args ...string) result {
 // environment. It finds the HTTP API as make dev users do: the api-url file
 // beside the kubeconfig.
 func dtqCmd(t *testing.T, ns string, args ...string) *exec.Cmd {
-	return exec.CommandContext(t.Context(), filepath.Join(binDir, "kubectl-dtq"), append([]string{"--kubeconfig", stack.Kubeconfig, "-n", ns}, args...)...)
+	return exec.CommandContext(t.Context(), filepath.Join(binDir, "kubectl-dtq"), append([]string{"--kubeconfig", single.stack.Kubeconfig, "-n", ns}, args...)...)
 }
 
 // kubectl runs the real kubectl of the envtest assets (bin/k8s).
@@ -90,7 +90,7 @@ func kubectl(t *testing.T, ns string, args ...string) result {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("kubectl is missing (make envtest builds it): %v", err)
 	}
-	return runBin(t, bin, append([]string{"--kubeconfig", stack.Kubeconfig, "-n", ns}, args...)...)
+	return runBin(t, bin, append([]string{"--kubeconfig", single.stack.Kubeconfig, "-n", ns}, args...)...)
 }
 
 // want fails the test unless r exited with code and its stdout and stderr
@@ -124,8 +124,8 @@ func testCLIHelp(t *testing.T) {
 
 func testCLISubmitGetListWait(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "e2e-cli")
-	queue(t, ns, nil)
+	ns := single.namespace(t, "e2e-cli")
+	single.queue(t, ns, nil)
 
 	r := dtq(t, ns, "submit", "--queue", "q", "--type", "echo", "--payload", `{"hello":"cli"}`, "--key", "cli-1")
 	want(t, "submit", r, 0, `^task\.dtq\.dev/echo-[a-z0-9]{5} created\n$`, `^$`)
@@ -171,9 +171,9 @@ spec: {queue: q, type: flaky, payload: {failTimes: 1}}
 
 func testCLIWaitOnFailures(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "e2e-cli-fail")
-	queue(t, ns, nil)
-	createAll(t, []*dtqv1alpha1.Task{
+	ns := single.namespace(t, "e2e-cli-fail")
+	single.queue(t, ns, nil)
+	single.createAll(t, []*dtqv1alpha1.Task{
 		newTask("dead", ns, "cli", demo.Fail, nil).MaxAttempts(1).Obj(),
 		newTask("slow", ns, "cli", demo.Sleep, demo.SleepPayload{Seconds: 60}).Obj(),
 		newTask("late", ns, "cli", demo.Echo, nil).Delay(2 * time.Second).TTL(time.Second).Obj(),
@@ -194,19 +194,19 @@ func testCLIWaitOnFailures(t *testing.T) {
 // with the first run in its history, and the mirror follows.
 func testCLIRetryDeadLettered(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "e2e-cli-retry")
-	queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
+	ns := single.namespace(t, "e2e-cli-retry")
+	single.queue(t, ns, func(s *dtqv1alpha1.QueueSpec) {
 		s.Retry.BaseDelay = dur(200 * time.Millisecond)
 		s.Retry.MaxDelay = dur(time.Second)
 	})
 	gate := ns + "-deploy"
 	payload := demo.GatePayload{Name: gate, HoldSeconds: 1}
-	createAll(t, []*dtqv1alpha1.Task{newTask("report", ns, "retry", demo.Gate, payload).Key("report-2026-11").MaxAttempts(2).Obj()})
+	single.createAll(t, []*dtqv1alpha1.Task{newTask("report", ns, "retry", demo.Gate, payload).Key("report-2026-11").MaxAttempts(2).Obj()})
 	want(t, "wait before the fix", dtq(t, ns, "wait", "report", "--timeout", "1m"), 2, `^$`, `task report ended DeadLettered: gate: .* is closed \(attempt 2\)`)
-	createAll(t, []*dtqv1alpha1.Task{newTask("report-again", ns, "retry", demo.Gate, payload).Key("report-2026-11").Obj()})
+	single.createAll(t, []*dtqv1alpha1.Task{newTask("report-again", ns, "retry", demo.Gate, payload).Key("report-2026-11").Obj()})
 	want(t, "wait on the mirror", dtq(t, ns, "wait", "report-again", "--timeout", "1m"), 2, `^$`, `ended DeadLettered`)
 
-	must(t, rdb.Set(t.Context(), demo.GateKey(ns, gate), 1, 0).Err())
+	must(t, single.rdb.Set(t.Context(), demo.GateKey(ns, gate), 1, 0).Err())
 	states := watchStates(t, ns, "report")
 	want(t, "retry", dtq(t, ns, "retry", "report"), 0, `^task\.dtq\.dev/report retried\n$`, `^$`)
 	want(t, "wait after retry", dtq(t, ns, "wait", "report", "--timeout", "1m"), 0, `^task\.dtq\.dev/report Succeeded\n$`, `^$`)
@@ -216,7 +216,7 @@ func testCLIRetryDeadLettered(t *testing.T) {
 	if i, j := slices.Index(seen, dtqv1alpha1.TaskQueued), slices.Index(seen, dtqv1alpha1.TaskRunning); i < 0 || j < i || seen[len(seen)-1] != dtqv1alpha1.TaskSucceeded {
 		t.Errorf("states after the retry %v, want Queued, then Running, then Succeeded", seen)
 	}
-	got := waitTerminal(t, ns, "retry", 2, time.Minute)
+	got := single.waitTerminal(t, ns, "retry", 2, time.Minute)
 	report, mirror := got["report"].Status, got["report-again"].Status
 	if report.State != dtqv1alpha1.TaskSucceeded || report.Attempt != 1 || report.Idempotency.State != dtqv1alpha1.IdempotencyCompleted ||
 		len(report.History) != 1 || report.History[0].State != dtqv1alpha1.TaskDeadLettered || report.History[0].Attempts != 2 ||
@@ -233,7 +233,7 @@ func testCLIRetryDeadLettered(t *testing.T) {
 // returned function stops the watch and returns them.
 func watchStates(t *testing.T, ns, name string) func() []dtqv1alpha1.TaskState {
 	t.Helper()
-	c, err := client.NewWithWatch(stack.Config, client.Options{Scheme: stack.Scheme})
+	c, err := client.NewWithWatch(single.stack.Config, client.Options{Scheme: single.stack.Scheme})
 	must(t, err)
 	w, err := c.Watch(t.Context(), &dtqv1alpha1.TaskList{}, client.InNamespace(ns),
 		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)})
@@ -257,15 +257,15 @@ func watchStates(t *testing.T, ns, name string) func() []dtqv1alpha1.TaskState {
 // real kubectl.
 func testKubectlWaitAndFieldSelector(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "e2e-kubectl")
-	queue(t, ns, nil)
-	createAll(t, []*dtqv1alpha1.Task{
+	ns := single.namespace(t, "e2e-kubectl")
+	single.queue(t, ns, nil)
+	single.createAll(t, []*dtqv1alpha1.Task{
 		newTask("ok", ns, "kubectl", demo.Echo, nil).Obj(),
 		newTask("dead", ns, "kubectl", demo.Fail, nil).MaxAttempts(1).Obj(),
 	})
 	other := newTask("parked", ns, "kubectl", demo.Echo, nil).Obj()
 	other.Spec.Queue = "parked"
-	createAll(t, []*dtqv1alpha1.Task{other})
+	single.createAll(t, []*dtqv1alpha1.Task{other})
 
 	want(t, "kubectl wait on a succeeded task", kubectl(t, ns, "wait", "--for=condition=Succeeded", "tasks.dtq.dev/ok", "--timeout=60s"), 0,
 		`^task\.dtq\.dev/ok condition met\n$`, ``)
