@@ -165,8 +165,11 @@ var _ = Describe("Task retry", func() {
 		Eventually(getTask(t), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskFailed))
 
 		got := getQueue(q)(Default)
-		got.Spec.MaxPayloadBytes = 1024
-		Expect(k8sClient.Update(ctx, got)).To(Succeed())
+		raised := got.DeepCopy()
+		raised.Spec.MaxPayloadBytes = 1024
+		// A merge patch: the Queue controller's own writes (finalizer,
+		// status) would make an Update conflict.
+		Expect(k8sClient.Patch(ctx, raised, client.MergeFrom(got))).To(Succeed())
 		Eventually(func(g Gomega) bool { // the Queue controller wrote the new limit to Redis
 			q := getQueue(q)(g)
 			return q.Status.ObservedGeneration == q.Generation
