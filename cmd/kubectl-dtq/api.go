@@ -95,20 +95,11 @@ func (c *cli) apiClient() (*client.Client, error) {
 		return nil, err
 	}
 	opts := []client.Option{client.WithRESTConfig(cfg)}
-	if c.api.caFile != "" || c.api.serverName != "" {
-		tc := &tls.Config{ServerName: c.api.serverName, MinVersion: tls.VersionTLS12}
-		if c.api.caFile != "" {
-			pem, err := os.ReadFile(c.api.caFile)
-			if err != nil {
-				return nil, fmt.Errorf("--api-ca-file: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--api-ca-file %s holds no PEM certificate", c.api.caFile)
-			}
-		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = tc
+	tr, err := c.apiTransport()
+	if err != nil {
+		return nil, err
+	}
+	if tr != nil {
 		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: tr}))
 	}
 	api, err := client.New(u, opts...)
@@ -116,6 +107,29 @@ func (c *cli) apiClient() (*client.Client, error) {
 		return nil, fmt.Errorf("the dtq HTTP API at %s: %w", u, err)
 	}
 	return api, nil
+}
+
+// apiTransport returns the transport that trusts the API's certificate as
+// --api-ca-file and --api-tls-server-name say, or nil (the default
+// transport) when neither is given.
+func (c *cli) apiTransport() (http.RoundTripper, error) {
+	if c.api.caFile == "" && c.api.serverName == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{ServerName: c.api.serverName, MinVersion: tls.VersionTLS12}
+	if c.api.caFile != "" {
+		pem, err := os.ReadFile(c.api.caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--api-ca-file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--api-ca-file %s holds no PEM certificate", c.api.caFile)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	return tr, nil
 }
 
 // apiQueue returns the HTTP API's handle on queue of the namespace of -n.

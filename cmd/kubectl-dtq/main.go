@@ -85,7 +85,7 @@ the same user (--api-url). Installed on the PATH it is the kubectl plugin
 		cmd.GroupID = "queues"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{newDevCommand(), newUICommand()} {
+	for _, cmd := range []*cobra.Command{newDevCommand(), newUICommand(c)} {
 		cmd.GroupID = "local"
 		root.AddCommand(cmd)
 	}

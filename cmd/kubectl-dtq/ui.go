@@ -20,7 +20,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -31,7 +30,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"strings"
 	"syscall"
 	"time"
 
@@ -42,11 +40,11 @@ import (
 )
 
 type uiFlags struct {
-	apiURL, kubeconfig, address string
-	open                        bool
+	address string
+	open    bool
 }
 
-func newUICommand() *cobra.Command {
+func newUICommand(c *cli) *cobra.Command {
 	var f uiFlags
 	cmd := &cobra.Command{
 		Use:   "ui",
@@ -60,36 +58,42 @@ forwarded unchanged. It prints the console's URL, whose fragment carries the
 secret (the console keeps it in the tab's session storage), opens it in your
 browser (--open), and runs until Ctrl-C.
 
-The API is --api-url, else the URL in .dev/api-url (make dev writes it).`,
+The API is found and trusted as for the other API verbs (--api-url,
+$DTQ_API_URL, or the api-url file beside the kubeconfig, which make dev
+writes; --api-ca-file, --api-tls-server-name), and the user is the one of
+--kubeconfig and --context.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
-			return runUI(ctx, f, cmd.OutOrStdout())
+			return runUI(ctx, c, f, cmd.OutOrStdout())
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.apiURL, "api-url", "", "Base URL of the dtq API (default: the contents of .dev/api-url).")
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig whose current user authenticates (default: $KUBECONFIG, then ~/.kube/config).")
 	fl.StringVar(&f.address, "address", "127.0.0.1:0", "Address the proxy listens on (port 0: any free port).")
 	fl.BoolVar(&f.open, "open", true, "Open the console in the default browser.")
 	return cmd
 }
 
 // runUI serves the proxy until ctx ends; it prints the console's URL to out.
-func runUI(ctx context.Context, f uiFlags, out io.Writer) error {
-	if f.apiURL == "" {
-		b, err := os.ReadFile(".dev/api-url")
-		if err != nil {
-			return errors.New("no API URL: pass --api-url (or run from the directory of a make dev stack, whose .dev/api-url names it)")
-		}
-		f.apiURL = strings.TrimSpace(string(b))
-	}
-	creds, err := client.KubeconfigTransport(f.kubeconfig, nil)
+func runUI(ctx context.Context, c *cli, f uiFlags, out io.Writer) error {
+	apiURL, err := c.apiURL()
 	if err != nil {
 		return err
 	}
-	proxy, err := newUIProxy(f.apiURL, creds)
+	cfg, err := c.kube.ToRESTConfig()
+	if err != nil {
+		return err
+	}
+	base, err := c.apiTransport()
+	if err != nil {
+		return err
+	}
+	creds, err := client.RESTConfigTransport(cfg, base)
+	if err != nil {
+		return err
+	}
+	proxy, err := newUIProxy(apiURL, creds)
 	if err != nil {
 		return err
 	}
@@ -102,7 +106,7 @@ func runUI(ctx context.Context, f uiFlags, out io.Writer) error {
 	go func() { errc <- srv.Serve(ln) }()
 
 	link := "http://" + ln.Addr().String() + console.Path + "#token=" + proxy.secret
-	fmt.Fprintf(out, "dtq ui: console at %s (proxy to %s; Ctrl-C to stop)\n", link, f.apiURL)
+	fmt.Fprintf(out, "dtq ui: console at %s (proxy to %s; Ctrl-C to stop)\n", link, apiURL)
 	if f.open {
 		if err := openBrowser(link); err != nil {
 			fmt.Fprintf(out, "dtq ui: could not open a browser (%v): open the URL above\n", err)

@@ -91,12 +91,8 @@ func RegisterChaos(mux *worker.Mux, effects redis.UniversalClient, log *os.File,
 		if err := effects.Incr(ctx, t.AppKey("chaos:"+p.Key)).Err(); err != nil {
 			return nil, worker.Retryable(fmt.Errorf("chaos: increment: %w", err))
 		}
-		if p.HoldSeconds > 0 {
-			select {
-			case <-time.After(time.Duration(p.HoldSeconds * float64(time.Second))):
-			case <-ctx.Done():
-				return nil, context.Cause(ctx)
-			}
+		if err := hold(ctx, p.HoldSeconds); err != nil {
+			return nil, err
 		}
 		return ChaosResult{Attempt: t.Attempt, Worker: workerID}, nil
 	}))

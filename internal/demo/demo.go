@@ -55,8 +55,11 @@ func GateKey(namespace, name string) string {
 }
 
 // GatePayload is the gate handler's payload.
+// HoldSeconds sleeps once the gate is open, before the task completes (so a
+// test sees it Running).
 type GatePayload struct {
-	Name string `json:"name"`
+	Name        string  `json:"name"`
+	HoldSeconds float64 `json:"holdSeconds,omitempty"`
 }
 
 // MaxSleep caps the sleep handler.
@@ -123,9 +126,12 @@ func Register(mux *worker.Mux, rdb redis.UniversalClient) {
 			return nil, err
 		}
 		if open == 0 {
-			return nil, worker.Retryable(fmt.Errorf("gate: %s is closed", p.Name))
+			return nil, worker.Retryable(fmt.Errorf("gate: %s is closed (attempt %d)", p.Name, t.Attempt))
 		}
-		return map[string]any{"gate": p.Name}, nil
+		if err := hold(ctx, p.HoldSeconds); err != nil {
+			return nil, err
+		}
+		return map[string]any{"gate": p.Name, "attempt": t.Attempt}, nil
 	}))
 	mux.Handle(Counter, worker.Typed(func(ctx context.Context, t *worker.Task, p CounterPayload) (any, error) {
 		if p.Name == "" {
@@ -150,15 +156,24 @@ func Register(mux *worker.Mux, rdb redis.UniversalClient) {
 		if err != nil {
 			return nil, err // connection errors are retried by the server
 		}
-		if p.HoldSeconds > 0 {
-			select {
-			case <-time.After(time.Duration(p.HoldSeconds * float64(time.Second))):
-			case <-ctx.Done():
-				return nil, context.Cause(ctx)
-			}
+		if err := hold(ctx, p.HoldSeconds); err != nil {
+			return nil, err
 		}
 		return map[string]any{"value": v, "ran": ran}, nil
 	}))
+}
+
+// hold waits seconds, or returns the cause when ctx ends first.
+func hold(ctx context.Context, seconds float64) error {
+	if seconds <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(time.Duration(seconds * float64(time.Second))):
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // RegisterCrash adds the crash handler, which SIGKILLs its own process (an OOM

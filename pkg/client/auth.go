@@ -95,13 +95,13 @@ func KubeconfigTransport(path string, base http.RoundTripper) (http.RoundTripper
 	if err != nil {
 		return nil, err
 	}
-	return restConfigTransport(cfg, base)
+	return RESTConfigTransport(cfg, base)
 }
 
 // restConfigClient returns hc with its transport wrapped by
-// restConfigTransport.
+// RESTConfigTransport.
 func restConfigClient(cfg *rest.Config, hc *http.Client) (*http.Client, error) {
-	rt, err := restConfigTransport(cfg, hc.Transport)
+	rt, err := RESTConfigTransport(cfg, hc.Transport)
 	if err != nil {
 		return nil, err
 	}
@@ -110,9 +110,10 @@ func restConfigClient(cfg *rest.Config, hc *http.Client) (*http.Client, error) {
 	return &out, nil
 }
 
-// restConfigTransport wraps base (http.DefaultTransport when nil) with
-// client-go's authentication for cfg's user.
-func restConfigTransport(cfg *rest.Config, base http.RoundTripper) (http.RoundTripper, error) {
+// RESTConfigTransport wraps base (http.DefaultTransport when nil) with
+// client-go's authentication for cfg's user, as KubeconfigTransport does for a
+// kubeconfig file.
+func RESTConfigTransport(cfg *rest.Config, base http.RoundTripper) (http.RoundTripper, error) {
 	if cfg.BearerToken == "" && cfg.BearerTokenFile == "" && cfg.ExecProvider == nil && cfg.AuthProvider == nil {
 		return nil, errors.New("client: the kubeconfig's user has no token (a client certificate cannot authenticate to the dtq API)")
 	}
