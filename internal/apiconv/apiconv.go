@@ -141,13 +141,22 @@ func timeOrNil(t time.Time) *time.Time {
 	return &t
 }
 
-// Stats converts a queue's backlog; workers is its live worker count.
-func Stats(q broker.QueueRef, s broker.QueueStats, workers int) client.QueueStats {
-	return client.QueueStats{
+// Stats converts a queue's backlog and metrics (the age of the oldest task
+// waiting at now, the finished totals); workers is its live worker count.
+func Stats(q broker.QueueRef, s broker.QueueStats, m broker.QueueMetrics, workers int, now time.Time) client.QueueStats {
+	out := client.QueueStats{
 		Namespace: q.Namespace, Queue: q.Name, Paused: s.Paused, Depth: s.Depth,
 		DepthByPriority: s.Bands[:], Queued: s.Queued, InFlight: s.InFlight,
 		Scheduled: s.Scheduled, DeadLettered: s.DeadLettered, Workers: workers,
+		Finished: map[string]int64{},
 	}
+	if !m.OldestQueued.IsZero() {
+		out.OldestQueuedAgeSeconds = max(0, now.Sub(m.OldestQueued).Seconds())
+	}
+	for state, n := range m.Counters.Finished {
+		out.Finished[string(state)] = n
+	}
+	return out
 }
 
 // Worker converts a worker's heartbeat record.

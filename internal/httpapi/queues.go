@@ -19,6 +19,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/dtq-dev/dtq/internal/apiconv"
 	"github.com/dtq-dev/dtq/internal/broker"
@@ -48,11 +49,15 @@ func (s *Server) stats(ctx context.Context, q broker.QueueRef) (client.QueueStat
 	if err != nil {
 		return client.QueueStats{}, err
 	}
+	m, err := s.b.QueueMetrics(ctx, q)
+	if err != nil {
+		return client.QueueStats{}, err
+	}
 	ws, err := s.b.Workers(ctx, q)
 	if err != nil {
 		return client.QueueStats{}, err
 	}
-	return apiconv.Stats(q, st, len(ws)), nil
+	return apiconv.Stats(q, st, m, len(ws), time.Now()), nil
 }
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {

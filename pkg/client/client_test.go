@@ -282,8 +282,25 @@ func TestQueueAdministration(t *testing.T) {
 		}
 		waiting = append(waiting, task.TaskID)
 	}
+	// The two queued tasks wait (the queue is paused): the oldest's age
+	// grows from its submission.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, err := purged.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Queued == 2 && st.OldestQueuedAgeSeconds > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats of a paused queue with 2 waiting tasks: %+v", st)
+		}
+	}
 	if n, err := purged.PurgeTasks(ctx); err != nil || n != 3 {
 		t.Fatalf("purge of 3 waiting tasks: %d %v", n, err)
+	}
+	if st, err := purged.Stats(ctx); err != nil || st.OldestQueuedAgeSeconds != 0 || st.Finished["Cancelled"] != 3 {
+		t.Fatalf("stats after the purge: %+v %v, want nothing waiting and 3 finished Cancelled", st, err)
 	}
 	for _, id := range waiting {
 		if task, err := purged.Get(ctx, id); err != nil || task.Status != client.StatusCancelled {

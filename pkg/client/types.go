@@ -167,6 +167,13 @@ type QueueStats struct {
 	Scheduled       int64   `json:"scheduled"` // delayed and retrying
 	DeadLettered    int64   `json:"dead_lettered"`
 	Workers         int     `json:"workers"` // live workers
+	// OldestQueuedAgeSeconds is the age of the oldest task not yet delivered
+	// to a worker (submitted, or due after a delay or retry); 0 when none waits.
+	OldestQueuedAgeSeconds float64 `json:"oldest_queued_age_seconds"`
+	// Finished counts the queue's tasks that ended, by state (Succeeded,
+	// Failed, DeadLettered, Cancelled, Expired), since the queue's first use;
+	// two readings give the throughput.
+	Finished map[string]int64 `json:"finished"`
 }
 
 // QueueList lists a namespace's queues.

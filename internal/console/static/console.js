@@ -224,7 +224,20 @@ function loginPage(view) {
 async function queuesPage(view) {
   const box = h('div');
   view.append(h('h1', {}, 'Queues in namespace ', ns()), box,
-    h('p', { class: 'note' }, 'Depth counts every task of the queue\'s streams, in flight included. Refreshed every 5 s.'));
+    h('p', { class: 'note' }, 'Depth counts every task of the queue\'s streams, in flight included. ' +
+      'Oldest: how long the oldest task not yet delivered has waited. Done/min: tasks that ended ' +
+      '(any state) per minute between the last two refreshes. Refreshed every 5 s.'));
+  // prev holds each queue's finished total and the time it was read, for
+  // the throughput of the next refresh.
+  const prev = new Map();
+  const done = q => {
+    const total = Object.values(q.finished || {}).reduce((a, b) => a + b, 0);
+    const now = Date.now();
+    const p = prev.get(q.queue);
+    prev.set(q.queue, { total, now });
+    return p && now > p.now ? ((total - p.total) * 60000 / (now - p.now)).toFixed(1) : '…';
+  };
+  const age = s => s < 1 ? '-' : s < 120 ? Math.round(s) + ' s' : s < 7200 ? Math.round(s / 60) + ' min' : Math.round(s / 3600) + ' h';
   const num = (field, v) => h('td', { class: 'num', 'data-field': field }, v);
   const toggle = q => h('button', { type: 'button', onclick: async () => {
     try {
@@ -235,11 +248,12 @@ async function queuesPage(view) {
   await every(5000, box, async () => {
     const list = await api('GET', queuesPath());
     box.replaceChildren(list.queues.length === 0 ? h('p', {}, 'No queues in this namespace.') :
-      table(['Queue', 'State', 'Depth', 'Queued', 'In flight', 'Scheduled', 'Dead letters', 'Workers', ''],
+      table(['Queue', 'State', 'Depth', 'Queued', 'Oldest', 'In flight', 'Scheduled', 'Done/min', 'Dead letters', 'Workers', ''],
         list.queues.map(q => h('tr', { 'data-queue': q.queue },
           h('td', {}, h('a', { href: '#/tasks?queue=' + enc(q.queue) }, q.queue)),
           h('td', { 'data-field': 'state', class: q.paused ? 'paused' : '' }, q.paused ? 'paused' : 'active'),
-          num('depth', q.depth), num('queued', q.queued), num('in_flight', q.in_flight), num('scheduled', q.scheduled),
+          num('depth', q.depth), num('queued', q.queued), num('oldest', age(q.oldest_queued_age_seconds)),
+          num('in_flight', q.in_flight), num('scheduled', q.scheduled), num('done_per_minute', done(q)),
           h('td', { class: 'num', 'data-field': 'dead_lettered' }, h('a', { href: '#/dead-letters?queue=' + enc(q.queue) }, q.dead_lettered)),
           h('td', { class: 'num', 'data-field': 'workers' }, h('a', { href: '#/workers?queue=' + enc(q.queue) }, q.workers)),
           h('td', {}, toggle(q), ' ', h('a', { href: '#/events?queue=' + enc(q.queue) }, 'live events'))))));
