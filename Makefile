@@ -18,6 +18,9 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 HELM ?= $(LOCALBIN)/helm
 KUSTOMIZE_VERSION ?= v5.8.1
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
+# golangci-lint of `make lint`, built from the module proxy into bin/ under its version.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # The helm CLI of `make helm-lint`; the tests use the same version's Go API (go.mod).
 HELM_VERSION ?= $(shell go list -m -f '{{.Version}}' helm.sh/helm/v3)
 # Kubernetes version of the envtest control plane (kube-apiserver, etcd, kubectl).
@@ -63,8 +66,12 @@ fmt: ## Run go fmt.
 vet: ## Run go vet.
 	go vet ./...
 
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml; fails on any finding.
+	"$(GOLANGCI_LINT)" run ./...
+
 .PHONY: test
-test: vet envtest redis chromium ## Run every test: unit, Redis integration, envtest integration, end to end.
+test: vet lint envtest redis chromium ## Run every test: lint, unit, Redis integration, envtest integration, end to end.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(TEST_FLAGS) ./...
 	go test $(TEST_FLAGS) -race $(RACE_PKGS)
 
@@ -161,6 +168,10 @@ chromium: ## Make sure Chromium is installed for the console's browser tests (ap
 kustomize: $(KUSTOMIZE)
 $(KUSTOMIZE):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+$(GOLANGCI_LINT):
+	GOBIN=$(LOCALBIN)/golangci-lint.tmp go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(LOCALBIN)/golangci-lint.tmp/golangci-lint $@ && rmdir $(LOCALBIN)/golangci-lint.tmp
 
 .PHONY: helm
 helm: $(HELM)

@@ -246,9 +246,9 @@ func cpuTimes() procCPU {
 			continue
 		}
 		// pid (comm) state ppid ... utime(14) stime(15), in clock ticks (100/s)
-		rest := string(data)
-		name := rest[strings.IndexByte(rest, '(')+1 : strings.LastIndexByte(rest, ')')]
-		f := strings.Fields(rest[strings.LastIndexByte(rest, ')')+2:])
+		stat := string(data)
+		name := stat[strings.IndexByte(stat, '(')+1 : strings.LastIndexByte(stat, ')')]
+		f := strings.Fields(stat[strings.LastIndexByte(stat, ')')+2:])
 		ppid, _ := strconv.Atoi(f[1])
 		if pid != self && ppid != self {
 			continue

@@ -301,7 +301,7 @@ func sampleReadyz(ctx context.Context, url string) func() readyzStats {
 				st.failed++
 			}
 			if err == nil {
-				resp.Body.Close()
+				_ = resp.Body.Close()
 			}
 			mu.Unlock()
 			time.Sleep(100 * time.Millisecond)

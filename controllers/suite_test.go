@@ -18,7 +18,6 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -240,10 +239,4 @@ func getQueue(q *dtqv1alpha1.Queue) func(Gomega) *dtqv1alpha1.Queue {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(q), got)).To(Succeed())
 		return got
 	}
-}
-
-func resultOf(t *dtqv1alpha1.Task) map[string]any {
-	var m map[string]any
-	Expect(json.Unmarshal([]byte(t.Status.Result), &m)).To(Succeed())
-	return m
 }

@@ -47,6 +47,9 @@ import (
 const (
 	queueFullRetry     = 3 * time.Second
 	queueNotReadyRetry = time.Second
+	// conflictRetry is the wait before looking again at a Task whose status
+	// write lost to a newer version the cache has not shown yet.
+	conflictRetry = 50 * time.Millisecond
 )
 
 // TaskReconciler submits Task objects to the engine and mirrors the engine's
@@ -141,7 +144,7 @@ func (r *TaskReconciler) reconcile(ctx context.Context, task *dtqv1alpha1.Task) 
 		if apierrors.IsConflict(err) {
 			// The cached Task is older than the stored one (our previous
 			// write or a spec change not seen yet): look again shortly.
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, err
 	}
@@ -190,11 +193,11 @@ func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, prev,
 		var e *broker.Error
 		errors.As(err, &e)
 		info, gerr := r.Engine.GetTask(ctx, q, e.TaskID)
-		if gerr != nil && !errors.Is(gerr, broker.ErrTaskNotFound) {
-			return outcome{}, fmt.Errorf("get original task %s: %w", e.TaskID, gerr)
-		}
-		if gerr != nil { // the original vanished between the two calls: retry
+		switch {
+		case errors.Is(gerr, broker.ErrTaskNotFound): // it vanished between the two calls: retry
 			return outcome{requeue: queueNotReadyRetry}, nil
+		case gerr != nil:
+			return outcome{}, fmt.Errorf("get original task %s: %w", e.TaskID, gerr)
 		}
 		r.submitted.Store(task.UID, e.TaskID)
 		applyTaskInfo(next, task, info, true)

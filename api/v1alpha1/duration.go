@@ -51,7 +51,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	var md metav1.Duration
 	if err := md.UnmarshalJSON(b); err != nil {
 		*d = Duration{malformed: string(b)}
-		return nil
+		return nil //nolint:nilerr // kept as malformed so the list decodes; the controller reports it
 	}
 	*d = Duration{Duration: md.Duration}
 	return nil

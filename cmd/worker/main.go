@@ -52,7 +52,7 @@ sets its environment (docs/worker.md):
 `
 
 func main() {
-	flag.Usage = func() { fmt.Fprint(flag.CommandLine.Output(), usage) }
+	flag.Usage = func() { _, _ = fmt.Fprint(flag.CommandLine.Output(), usage) }
 	flag.Parse()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)

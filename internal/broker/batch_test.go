@@ -237,7 +237,7 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 		}
 		return nil, nil, boom
 	})
-	go bt.do(ctx, 0) // occupies the flusher so the next ones queue up
+	go func() { _, _ = bt.do(ctx, 0) }() // occupies the flusher so the next ones queue up
 	waitFor(t, func() bool { return calls.Load() == 1 })
 	got := make(chan error, 10)
 	for i := 1; i <= 10; i++ {

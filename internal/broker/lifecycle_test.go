@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ func TestConcurrentSubmitSameKey(t *testing.T) {
 				r, err := e.b.Submit(ctx, e.q, SubmitRequest{Type: "demo", IdempotencyKey: key})
 				if err != nil {
 					out[i] = res{err: err}
-					if be, ok := err.(*Error); ok {
+					if be := (*Error)(nil); errors.As(err, &be) {
 						out[i].id = be.TaskID
 					}
 					return
@@ -158,7 +159,9 @@ func TestDuplicateEntryAbsorbed(t *testing.T) {
 	// A stale entry of an earlier attempt is absorbed too.
 	e.complete(Execution{Delivery: ds[0], WorkerID: "c", Attempt: first.Task.Attempt}, Outcome{Err: "x", Retryable: true})
 	e.clock.Step(time.Minute)
-	e.b.PromoteDue(ctx, e.q, 10)
+	if _, _, err := e.b.PromoteDue(ctx, e.q, 10); err != nil {
+		t.Fatal(err)
+	}
 	e.rdb.XAdd(ctx, redisXAdd{stream: keysFor(e.q).stream(3), id: ti.ID}.args())
 	ds, _ = e.b.Read(ctx, e.q, "c", 10, 0)
 	var ran int
@@ -271,7 +274,9 @@ func TestDelayedTasksCountTowardMaxDepth(t *testing.T) {
 	wantCode(t, err, CodeQueueFull)
 	// A finished task frees its place.
 	e.clock.Step(2 * time.Hour)
-	e.b.PromoteDue(ctx, e.q, 10)
+	if _, _, err := e.b.PromoteDue(ctx, e.q, 10); err != nil {
+		t.Fatal(err)
+	}
 	d, _ = e.deliver("c")
 	e.complete(d, Outcome{})
 	e.mustSubmit(SubmitRequest{})
@@ -295,7 +300,9 @@ func TestFinishedTaskPayload(t *testing.T) {
 		t.Fatalf("record %+v", r)
 	}
 	cancelled := e.mustSubmit(SubmitRequest{Payload: p})
-	e.b.Cancel(ctx, e.q, cancelled.ID)
+	if _, err := e.b.Cancel(ctx, e.q, cancelled.ID); err != nil {
+		t.Fatal(err)
+	}
 	expired := e.mustSubmit(SubmitRequest{Payload: p, ExpiresAt: e.clock.Now().Add(time.Second)})
 	e.clock.Step(2 * time.Second)
 	if ds, _ := e.b.Read(ctx, e.q, "c", 10, 0); len(ds) != 1 {
@@ -372,7 +379,9 @@ func TestPauseStopsDelivery(t *testing.T) {
 	if st, _ := e.b.Stats(ctx, e.q); !st.Paused || st.Queued != 1 {
 		t.Fatalf("%+v", st)
 	}
-	e.b.Resume(ctx, e.q)
+	if err := e.b.Resume(ctx, e.q); err != nil {
+		t.Fatal(err)
+	}
 	e.deliver("c")
 }
 
@@ -381,7 +390,9 @@ func TestEventsStream(t *testing.T) {
 	ti := e.mustSubmit(SubmitRequest{})
 	d, _ := e.deliver("c")
 	e.complete(d, Outcome{})
-	e.b.Pause(ctx, e.q)
+	if err := e.b.Pause(ctx, e.q); err != nil {
+		t.Fatal(err)
+	}
 	evs, err := e.b.ReadEvents(ctx, e.q, "0", 100, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -444,7 +455,9 @@ func TestCancelStates(t *testing.T) {
 	// A cancel requested while the entry sat in a worker's buffer wins at Start.
 	ti = e.mustSubmit(SubmitRequest{})
 	ds, _ := e.b.Read(ctx, e.q, "c", 1, 0)
-	e.b.Cancel(ctx, e.q, ti.ID)
+	if _, err := e.b.Cancel(ctx, e.q, ti.ID); err != nil {
+		t.Fatal(err)
+	}
 	if sr, _ := e.b.Start(ctx, e.q, "c", ds[0]); sr.Run || sr.Task.State != StateCancelled {
 		t.Fatalf("%+v", sr)
 	}

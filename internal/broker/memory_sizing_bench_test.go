@@ -18,6 +18,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -140,7 +141,7 @@ func memoryState(b *testing.B, rdb *redis.Client, q QueueRef) memory {
 	}
 	used, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
 	events, err := rdb.MemoryUsage(ctx, keysFor(q).events(), 0).Result()
-	if err != nil && err != redis.Nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		b.Fatal(err)
 	}
 	return memory{used: used, events: events}

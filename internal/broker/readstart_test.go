@@ -132,11 +132,15 @@ func TestReadStartBlocksUntilSubmitAndPause(t *testing.T) {
 		t.Fatalf("%+v", ss)
 	}
 	e.mustSubmit(SubmitRequest{})
-	e.b.Pause(ctx, e.q)
+	if err := e.b.Pause(ctx, e.q); err != nil {
+		t.Fatal(err)
+	}
 	if ss, _ := e.b.ReadStart(ctx, e.q, "c", "w", 5, 0); len(ss) != 0 {
 		t.Fatalf("paused queue delivered %+v", ss)
 	}
-	e.b.Resume(ctx, e.q)
+	if err := e.b.Resume(ctx, e.q); err != nil {
+		t.Fatal(err)
+	}
 	if ss, _ := e.b.ReadStart(ctx, e.q, "c", "w", 5, 0); len(ss) != 1 {
 		t.Fatalf("%+v", ss)
 	}

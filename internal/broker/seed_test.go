@@ -293,7 +293,9 @@ func TestSeed_RecordGetsItsTTLWhenTheTaskEnds(t *testing.T) {
 		t.Fatalf("TTL of a retrying task's record %v, want none", ttl)
 	}
 	e.clock.Step(time.Minute)
-	e.b.PromoteDue(ctx, e.q, 10)
+	if _, _, err := e.b.PromoteDue(ctx, e.q, 10); err != nil {
+		t.Fatal(err)
+	}
 	d, _ = e.deliver("c")
 	e.complete(d, Outcome{})
 	if ttl := e.rdb.PTTL(ctx, rk).Val(); ttl <= 50*time.Second || ttl > time.Minute {

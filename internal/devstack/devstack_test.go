@@ -187,7 +187,7 @@ func TestRestarts(t *testing.T) {
 			for _, k := range keys {
 				must(t, rdb.Set(ctx, k, k, 0).Err())
 			}
-			rdb.Close()
+			must(t, rdb.Close())
 			must(t, s.RestartRedis(ctx, syscall.SIGKILL))
 			rdb = newRedis(t, s.RedisURL())
 			defer rdb.Close()

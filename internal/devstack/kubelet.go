@@ -368,7 +368,8 @@ func (k *kubelet) startPod(p *pod, logPath string) (*child, string, error) {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(k.workerBin)
-	cmd.Env = append(env, metricsAddrEnv+"="+addr)
+	env = append(env, metricsAddrEnv+"="+addr)
+	cmd.Env = env
 	proc, err := startChild("worker "+p.name, k.stackDir, logPath, cmd)
 	return proc, addr, err
 }

@@ -101,7 +101,7 @@ func waitHTTP(ctx context.Context, url string, proc *child, timeout time.Duratio
 	last := "no answer"
 	for time.Now().Before(deadline) {
 		if proc.exited() {
-			return fmt.Errorf("process exited: %v", proc.err)
+			return fmt.Errorf("process exited: %w", proc.err)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -168,7 +168,7 @@ func pingUntil(ctx context.Context, addr string, proc *child, timeout time.Durat
 	var err error
 	for time.Now().Before(deadline) {
 		if proc.exited() {
-			return fmt.Errorf("redis-server exited: %v", proc.err)
+			return fmt.Errorf("redis-server exited: %w", proc.err)
 		}
 		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		err = c.Ping(pctx).Err()

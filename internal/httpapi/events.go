@@ -147,9 +147,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 	h.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	fmt.Fprintf(w, "id: %s\n\n", pos)
+	_, _ = fmt.Fprintf(w, "id: %s\n\n", pos) // a broken stream shows at the Flush below
 	if truncated {
-		writeEvent(w, "", client.Event{Type: client.EventsTruncated, Time: time.Now().UTC()})
+		_ = writeEvent(w, "", client.Event{Type: client.EventsTruncated, Time: time.Now().UTC()})
 	}
 	if rc.Flush() != nil {
 		return

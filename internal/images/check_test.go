@@ -20,6 +20,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -56,7 +57,7 @@ func readImage(img v1.Image) (imageFS, error) {
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return fs, nil
 		}
 		if err != nil {

@@ -198,8 +198,8 @@ func TestCheckReportsPlantedFaults(t *testing.T) {
 		}
 		return img
 	}
-	withFile := func(name, hostPath string) v1.Image {
-		img, err := images.Image(images.Spec{Name: spec.Name, Binary: name}, hostPath, runtime.GOARCH, time.Unix(0, 0))
+	withFile := func(binary, hostPath string) v1.Image {
+		img, err := images.Image(images.Spec{Name: spec.Name, Binary: binary}, hostPath, runtime.GOARCH, time.Unix(0, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,8 +232,8 @@ func TestCheckReportsPlantedFaults(t *testing.T) {
 		"shell present": {withFile("sh", dynamic), "a shell"},
 		"dynamic":       {withFile("worker", dynamic), "not static"},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
+	for fault, tc := range cases {
+		t.Run(fault, func(t *testing.T) {
 			fs, err := readImage(tc.img)
 			if err != nil {
 				t.Fatal(err)

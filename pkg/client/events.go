@@ -85,7 +85,8 @@ func (s *EventStream) connect() error {
 	if s.last != "" {
 		h.Set("Last-Event-ID", s.last)
 	}
-	resp, err := s.q.c.send(s.ctx, http.MethodGet, s.q.path+"/events?"+v.Encode(), h, nil)
+	resp, err := s.q.c.send( //nolint:bodyclose // the stream keeps the body; Close closes it
+		s.ctx, http.MethodGet, s.q.path+"/events?"+v.Encode(), h, nil)
 	if err != nil {
 		return err
 	}

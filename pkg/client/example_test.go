@@ -65,12 +65,12 @@ func ExampleQueue_Submit() {
 // Wait follows the queue's events until the task has finished, then returns
 // it with its result.
 func ExampleQueue_Wait() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	c, err := client.New(serverURL)
 	if err != nil {
 		log.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	q := c.Queue("shop", "emails")
 	t, err := q.Submit(ctx, "echo", map[string]string{"to": "ann@example.com"}, client.Priority(9))
 	if err != nil {
@@ -120,12 +120,12 @@ func ExampleQueue_SubmitBatch() {
 // Events follows a queue's lifecycle events; it reconnects by itself and
 // resumes after the last event it returned.
 func ExampleQueue_Events() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	c, err := client.New(serverURL)
 	if err != nil {
 		log.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	q := c.Queue("shop", "emails")
 	stream, err := q.Events(ctx, client.EventsOptions{}) // from now on
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // SkipRetry marks an error as permanent, even when it is also wrapped with
 // Retryable: return fmt.Errorf("...: %w", worker.SkipRetry) and the task is
 // dead-lettered at once.
-var SkipRetry = errors.New("skip retry")
+var SkipRetry = errors.New("skip retry") //nolint:staticcheck // ST1012: named as asynq's SkipRetry, which queue users know
 
 // ErrUnknownType is the permanent failure of a task whose type has no handler.
 var ErrUnknownType = errors.New("no handler for task type")

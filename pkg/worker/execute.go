@@ -191,7 +191,7 @@ func (s *Server) invoke(ctx context.Context, t *Task) (any, error) {
 	defer t0.Stop()
 	select {
 	case r := <-ch:
-		if r.err == nil && ctx.Err() != nil && context.Cause(ctx) != context.DeadlineExceeded {
+		if r.err == nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			// cancelled or interrupted: a nil error does not mean it finished
 			return nil, context.Cause(ctx)
 		}

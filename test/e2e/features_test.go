@@ -63,20 +63,22 @@ func checkSpread(t *testing.T, e *env) {
 	if !ok {
 		t.Fatalf("the %s stack's client is a %T, not a cluster client", e.name, e.rdb)
 	}
-	slots, err := cc.ClusterSlots(t.Context()).Result()
+	shards, err := cc.ClusterShards(t.Context()).Result()
 	must(t, err)
 	masters := map[string][]string{}
 	for _, sc := range scenarios {
 		slot, err := cc.ClusterKeySlot(t.Context(), broker.KeyPrefix(broker.QueueRef{Namespace: sc.ns, Name: "q"})).Result()
 		must(t, err)
-		for _, r := range slots {
-			if int64(r.Start) <= slot && slot <= int64(r.End) {
-				masters[r.Nodes[0].Addr] = append(masters[r.Nodes[0].Addr], fmt.Sprintf("%s (slot %d)", sc.ns, slot))
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if r.Start <= slot && slot <= r.End {
+					masters[sh.Nodes[0].Endpoint] = append(masters[sh.Nodes[0].Endpoint], fmt.Sprintf("%s (slot %d)", sc.ns, slot))
+				}
 			}
 		}
 	}
-	if len(masters) != len(slots) {
-		t.Fatalf("the scenarios' Queues are on %d of %d masters: %v; rename a namespace", len(masters), len(slots), masters)
+	if len(masters) != len(shards) {
+		t.Fatalf("the scenarios' Queues are on %d of %d masters: %v; rename a namespace", len(masters), len(shards), masters)
 	}
 	t.Logf("Queues per master on the cluster: %v", masters)
 }

@@ -58,7 +58,7 @@ func (e *env) queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("queue %s/%s still exists: %v", ns, q.Name, err)
+			return fmt.Errorf("queue %s/%s still exists: %w", ns, q.Name, err)
 		})
 		_ = c.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: q.Name + "-workers", Namespace: ns}})
 		prefix := broker.KeyPrefix(broker.QueueRef{Namespace: ns, Name: q.Name})
@@ -184,7 +184,7 @@ func poll(ctx context.Context, timeout time.Duration, f func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

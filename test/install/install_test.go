@@ -98,7 +98,7 @@ func monitoringCRDs() ([]string, error) {
 	}
 	var mod struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Error != "" {
-		return nil, fmt.Errorf("go mod download %s: %v %s", monitoringModule, err, mod.Error)
+		return nil, fmt.Errorf("go mod download %s: %w %s", monitoringModule, err, mod.Error)
 	}
 	dir := filepath.Join(mod.Dir, "example", "prometheus-operator-crd")
 	return []string{

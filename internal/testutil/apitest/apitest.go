@@ -97,10 +97,10 @@ func (v *Validator) Check(req *http.Request, status int, header http.Header, bod
 		}
 		var doc any
 		if err := json.Unmarshal(body, &doc); err != nil {
-			return fmt.Errorf("%s %s: %d body is not JSON: %v", req.Method, req.URL.Path, status, err)
+			return fmt.Errorf("%s %s: %d body is not JSON: %w", req.Method, req.URL.Path, status, err)
 		}
 		if err := v.doc.Components.Schemas["Error"].Value.VisitJSON(doc); err != nil {
-			return fmt.Errorf("%s %s: %d body is not an Error: %v", req.Method, req.URL.Path, status, err)
+			return fmt.Errorf("%s %s: %d body is not an Error: %w", req.Method, req.URL.Path, status, err)
 		}
 		return nil
 	}
@@ -116,7 +116,7 @@ func (v *Validator) Check(req *http.Request, status int, header http.Header, bod
 		Options:                opts,
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
-		return fmt.Errorf("%s %s answered %d, not as documented: %v\nbody: %s", req.Method, req.URL.Path, status, err, trim(body))
+		return fmt.Errorf("%s %s answered %d, not as documented: %w\nbody: %s", req.Method, req.URL.Path, status, err, trim(body))
 	}
 	return nil
 }

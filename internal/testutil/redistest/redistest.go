@@ -327,7 +327,7 @@ func StartCluster(t testing.TB, masters int, opts ...Option) *redis.ClusterClien
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }); err == nil {
-			if slots, err := cc.ClusterSlots(ctx).Result(); err == nil && len(slots) == masters {
+			if shards, err := cc.ClusterShards(ctx).Result(); err == nil && len(shards) == masters {
 				break
 			}
 		}

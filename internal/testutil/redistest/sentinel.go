@@ -39,7 +39,7 @@ type Sentinel struct {
 	Sentinels  []*Server
 }
 
-// StartSentinel starts a master, replicas replicas of it, and sentinels
+// StartSentinel starts a master, the given number of replicas of it, and of
 // sentinel processes (redis-server --sentinel) that monitor it with a quorum
 // of a majority, a 1 s down-after and a 3 s failover timeout. It returns once
 // the replicas are in sync and every sentinel knows the replicas and the other
@@ -112,7 +112,7 @@ func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 			return addr[0] + ":" + addr[1], nil
 		}
 	}
-	return "", fmt.Errorf("no sentinel knows master %s: %v", s.MasterName, err)
+	return "", fmt.Errorf("no sentinel knows master %s: %w", s.MasterName, err)
 }
 
 // WaitPromoted waits until every sentinel names a master other than old and

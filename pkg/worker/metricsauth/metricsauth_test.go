@@ -102,7 +102,7 @@ func TestKubernetesGuardsMetricsOnly(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
+	t.Cleanup(func() { stop(); <-done }) //nolint:errcheck // Run ends with the cancel
 
 	get := func(path, bearer string) (int, string) {
 		t.Helper()
@@ -115,7 +115,7 @@ func TestKubernetesGuardsMetricsOnly(t *testing.T) {
 			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
 				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
+				_ = resp.Body.Close()
 				return resp.StatusCode, string(b)
 			}
 			if time.Now().After(deadline) {
