@@ -64,7 +64,7 @@ func (r *TaskReconciler) reconcileFinished(ctx context.Context, task *dtqv1alpha
 	r.setLifecycleConditions(next, task)
 	if err := r.writeStatus(ctx, task, next); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, err
 	}

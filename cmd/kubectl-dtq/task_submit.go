@@ -82,7 +82,7 @@ task); one whose task finished prints that task, marked duplicate.`,
 				ns := kc.ns
 				if t.Namespace != "" {
 					if flag := *c.kube.Namespace; flag != "" && flag != t.Namespace {
-						return fmt.Errorf("Task %q is in namespace %q, not %q of -n", t.Name, t.Namespace, flag)
+						return fmt.Errorf("task %q is in namespace %q, not %q of -n", t.Name, t.Namespace, flag)
 					}
 					ns = t.Namespace
 				}

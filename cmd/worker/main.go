@@ -73,7 +73,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
 	}
-	defer stopTracing(context.Background())
+	defer func() { _ = stopTracing(context.Background()) }()
 	mux := worker.NewMux()
 	srv, err := worker.NewServer(cfg, mux)
 	if err != nil {

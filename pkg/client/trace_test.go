@@ -82,7 +82,7 @@ func TestTraceThroughAPI(t *testing.T) {
 	}
 	var viaHTTP client.Task
 	err = json.NewDecoder(resp.Body).Decode(&viaHTTP)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST with a traceparent: %s %v", resp.Status, err)
 	}

@@ -51,7 +51,7 @@ func TestInstrument(t *testing.T) {
 	if err := redis.NewScript(`return 1`).Run(ctx, rdb, nil).Err(); err != nil {
 		t.Fatal(err) // EVALSHA gets NOSCRIPT (expected), then EVAL
 	}
-	rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // the WRONGTYPE is the point
 		p.Get(ctx, "s")
 		p.LPush(ctx, "s", "y") // WRONGTYPE inside a pipeline
 		return nil
@@ -67,7 +67,7 @@ func TestInstrument(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	ln.Close()
+	_ = ln.Close() // a port nothing listens on
 	down := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer down.Close()
 	downReg := prometheus.NewRegistry()

@@ -171,7 +171,7 @@ func testCLISubmitViaAPI(t *testing.T) {
 }
 
 // The dead-letter path on the API: a gate task (fails until a Redis
-// flag is set) dead-letters; dlq list and show show it; after the flag is
+// flag is set) dead-letters; it is in dlq list and dlq show; after the flag is
 // set, dlq requeue runs it to success with its first run's attempts kept.
 // Then discard, and purge with its confirmation.
 func testCLIDeadLetters(t *testing.T) {
@@ -328,7 +328,9 @@ func testCLIEvents(t *testing.T) {
 		}
 		var cur [3]int
 		for j := range cur {
-			fmt.Sscan(m[j+1], &cur[j])
+			if _, err := fmt.Sscan(m[j+1], &cur[j]); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if i > 0 && !(cur[0] > last[0] || cur[0] == last[0] && (cur[1] > last[1] || cur[1] == last[1] && cur[2] > last[2])) {
 			t.Errorf("event %d (%s) is not after event %d: repeated or out of order", i, ev.EventID, i-1)

@@ -191,8 +191,8 @@ func step(t *testing.T, tab context.Context, what string, actions ...chromedp.Ac
 		if err := chromedp.Do(ctx, a); err != nil {
 			dump, cancel := context.WithTimeout(tab, 10*time.Second)
 			defer cancel()
-			page, derr := chromedp.Run(dump, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
-			t.Fatalf("%s, action %d of %d: %v\nthe page (%v):\n%s", what, i+1, len(actions), err, derr, page)
+			text, derr := chromedp.Run(dump, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			t.Fatalf("%s, action %d of %d: %v\nthe page (%v):\n%s", what, i+1, len(actions), err, derr, text)
 		}
 	}
 }

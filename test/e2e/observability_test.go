@@ -81,7 +81,7 @@ func TestMetricsAfterBurst(t *testing.T) {
 	must(t, poll(t.Context(), time.Minute, func() error {
 		got, err := single.listTasks(t.Context(), ns, "burst")
 		if err != nil || got["cancelled"] == nil || got["cancelled"].Status.TaskID == "" {
-			return fmt.Errorf("task cancelled not submitted yet (%v)", err)
+			return fmt.Errorf("task cancelled not submitted yet (%w)", err)
 		}
 		patched := got["cancelled"].DeepCopy()
 		patched.Spec.Cancel = true
