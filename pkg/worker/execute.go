@@ -1,16 +1,15 @@
 package worker
 
-// One task's execution: start, the handler under its deadline and cancel, and
-// the outcome recorded with Complete.
+// One task's execution by a Server: start, the shared executor (run.go) under
+// the task's deadline and cancel, and the outcome recorded with Complete.
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dtq-dev/dtq/internal/broker"
 )
@@ -18,126 +17,135 @@ import (
 // process runs one delivery: Start (unless the read already started it), the
 // handler, and Complete with its outcome.
 func (s *Server) process(e *execution) {
-	d := e.d
-	// Built only when something is logged: With formats its attributes at
-	// once, a cost per task that the hot path does not need.
-	// attempt is the entry's until Start says which attempt runs.
-	attempt := d.Attempt
-	log := func() *slog.Logger {
-		return s.log.With("task_id", d.TaskID, "attempt", attempt, "message_id", d.MessageID)
-	}
-	var sr broker.StartResult
-	if e.started != nil {
-		sr = *e.started
-	} else if err := retryConn(context.Background(), func(ctx context.Context) (err error) {
-		sr, err = s.b.Start(ctx, s.q, s.cfg.WorkerID, d)
-		return err
-	}); err != nil {
-		// The entry stays pending; it is reclaimed after the visibility timeout.
-		log().Warn("Start", "error", err)
+	ti, ok := s.start(e)
+	if !ok {
 		return
-	}
-	if !sr.Run {
-		s.notRun(d, sr)
-		return
-	}
-	ti := sr.Task
-	attempt = ti.Attempt
-	lbl := []string{s.q.Namespace, s.q.Name, s.types.of(ti.Type)}
-	timeout := ti.Timeout
-	if timeout <= 0 {
-		timeout = s.defaultTimeout
 	}
 	startedAt := time.Now()
-	task := &Task{
-		ID: ti.ID, Type: ti.Type, Queue: s.qname, Payload: ti.Payload, Attempt: ti.Attempt,
-		MaxAttempts: ti.MaxAttempts, IdempotencyKey: ti.IdempotencyKey, Priority: ti.Priority,
-		Deadline: startedAt.Add(timeout),
-	}
+	task, timeout := s.task(ti, startedAt)
 	spanCtx, span := s.startSpan(ti)
 	defer span.End() // for the returns before the outcome; End is idempotent
-	execCtx, cancel := context.WithCancelCause(spanCtx)
+	ctx, cancel := context.WithCancelCause(spanCtx)
 	defer cancel(nil)
-	s.mu.Lock()
-	e.attempt = ti.Attempt
-	if e.interrupted || e.leaseLost {
+	if !s.arm(e, ti.Attempt, cancel) {
 		// The drain budget ran out, or the lease was lost, before the
 		// handler ran: leave the task Running with its entry pending, exactly
 		// a crash. A peer reclaims it after the visibility timeout and runs
 		// it as attempt+1.
-		s.mu.Unlock()
-		log().Warn("Drain budget exhausted or lease lost before the handler ran; left for redelivery")
+		s.logFor(e).Warn("Drain budget exhausted or lease lost before the handler ran; left for redelivery")
 		return
 	}
-	e.cancel = cancel
-	if e.cancelReq {
-		cancel(errCancelRequested)
-	}
-	s.mu.Unlock()
-	ctx, dcancel := context.WithDeadline(execCtx, task.Deadline)
-	defer dcancel()
 
+	lbl := []string{s.q.Namespace, s.q.Name, s.types.of(ti.Type)}
 	if !ti.AvailableAt.IsZero() {
 		s.m.wait.WithLabelValues(lbl...).Observe(max(0, startedAt.Sub(ti.AvailableAt).Seconds()))
 	}
 	s.m.started.WithLabelValues(lbl...).Inc()
 	s.busy.Inc()
-	res, herr := s.invoke(ctx, task)
+	out := execute(ctx, s.h, task, timeout, s.log)
 	s.mu.Lock()
 	e.returned = true
 	s.mu.Unlock()
 	s.busy.Dec()
 	s.m.execution.WithLabelValues(lbl...).Observe(time.Since(startedAt).Seconds())
 
-	cause := context.Cause(ctx)
-	switch {
-	case errors.Is(cause, errInterrupted):
-		// Never acknowledge interrupted work: the entry stays pending and is
-		// redelivered (attempt+1) after the visibility timeout.
-		log().Warn("Handler interrupted by drain; left for redelivery")
-		return
-	case errors.Is(cause, errLeaseLost) && herr != nil:
-		// Stopped because a peer runs (or may run) the task: its failure is
-		// ours, not the task's. A handler that finished anyway is completed
-		// below, and the engine's fencing decides whether it still counts.
-		log().Warn("Handler stopped: lease lost; left to the redelivery")
+	if out.Redeliver {
+		s.logFor(e).Warn("Handler stopped by the drain or a lost lease; left for redelivery", "cause", context.Cause(ctx))
 		return
 	}
-	var out broker.Outcome
-	switch {
-	case herr == nil:
-		data, err := marshalResult(res)
-		if err != nil {
-			out = broker.Outcome{Err: err.Error(), ErrorClass: ClassBadResult}
-		} else {
-			out = broker.Outcome{Result: data}
-		}
-	case errors.Is(cause, errCancelRequested):
-		out = broker.Outcome{Err: "cancelled: " + herr.Error(), ErrorClass: "Cancelled", Cancelled: true}
-	case errors.Is(cause, context.DeadlineExceeded) && !time.Now().Before(task.Deadline):
-		out = broker.Outcome{Err: fmt.Sprintf("deadline exceeded after %s: %v", timeout, herr), ErrorClass: ClassTimeout, Retryable: true}
-	default:
-		retry, class := classify(herr)
-		out = broker.Outcome{Err: herr.Error(), ErrorClass: class, Retryable: retry}
-	}
-	if out.Err != "" && !out.Cancelled {
+	if out.Err != nil && !out.Cancelled {
 		s.m.failed.WithLabelValues(lbl...).Inc()
 	}
-	endStartSpan(span, out)
-	cctx, cspan := completeSpan(spanCtx)
+	s.record(spanCtx, span, e, ti, lbl, out)
+}
+
+// task returns the Task a handler gets for ti started at startedAt, and its
+// timeout (the queue's default when the task has none).
+func (s *Server) task(ti broker.TaskInfo, startedAt time.Time) (*Task, time.Duration) {
+	timeout := ti.Timeout
+	if timeout <= 0 {
+		timeout = s.defaultTimeout
+	}
+	return &Task{
+		ID: ti.ID, Type: ti.Type, Queue: s.qname, Payload: ti.Payload, Attempt: ti.Attempt,
+		MaxAttempts: ti.MaxAttempts, IdempotencyKey: ti.IdempotencyKey, Priority: ti.Priority,
+		Deadline: startedAt.Add(timeout),
+	}, timeout
+}
+
+// logFor returns the server's logger with e's task, attempt (the entry's
+// until Start says which runs) and message ID. It is built only when
+// something is logged: With formats its attributes at once, a cost per task
+// that the hot path does not need.
+func (s *Server) logFor(e *execution) *slog.Logger {
+	s.mu.Lock()
+	attempt := e.attempt
+	s.mu.Unlock()
+	if attempt == 0 {
+		attempt = e.d.Attempt
+	}
+	return s.log.With("task_id", e.d.TaskID, "attempt", attempt, "message_id", e.d.MessageID)
+}
+
+// start returns the started task of e (started by the read, or by Start now),
+// and false when it does not run: a Start that failed (the entry stays
+// pending and is reclaimed after the visibility timeout) or a delivery the
+// engine skipped (notRun).
+func (s *Server) start(e *execution) (broker.TaskInfo, bool) {
+	var sr broker.StartResult
+	if e.started != nil {
+		sr = *e.started
+	} else if err := retryConn(context.Background(), func(ctx context.Context) (err error) {
+		sr, err = s.b.Start(ctx, s.q, s.cfg.WorkerID, e.d)
+		return err
+	}); err != nil {
+		s.logFor(e).Warn("Start", "error", err)
+		return broker.TaskInfo{}, false
+	}
+	if !sr.Run {
+		s.notRun(e.d, sr)
+		return broker.TaskInfo{}, false
+	}
+	return sr.Task, true
+}
+
+// arm records e's attempt and its handler's cancel, so the cancel poll, the
+// lease check and the drain can stop it (a cancel already requested stops it
+// at once). False when the drain or the lease already gave the task up.
+func (s *Server) arm(e *execution, attempt int, cancel context.CancelCauseFunc) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.attempt = attempt
+	if e.interrupted || e.leaseLost {
+		return false
+	}
+	e.cancel = cancel
+	if e.cancelReq {
+		cancel(ErrCancelRequested)
+	}
+	return true
+}
+
+// record completes e with out (ti's run, started under spanCtx and span),
+// retrying connection errors (retryConn), and counts the state the task
+// moved to.
+func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, ti broker.TaskInfo, lbl []string, out Outcome) {
 	var state broker.State
 	x := s.execution(e)
+	bo := out.broker()
+	endStartSpan(span, bo)
+	cctx, cspan := completeSpan(spanCtx)
 	err := retryConn(cctx, func(ctx context.Context) (err error) {
-		state, err = s.b.Complete(ctx, s.q, x, out)
+		state, err = s.b.Complete(ctx, s.q, x, bo)
 		return err
 	})
 	endCompleteSpan(cspan, state, err)
 	if errors.Is(err, broker.ErrStaleExecution) {
-		log().Warn("Completion not recorded: another worker took the task over", "state", string(state))
+		s.logFor(e).Warn("Completion not recorded: another worker took the task over", "state", string(state))
 		return
 	}
 	if err != nil {
-		log().Error("Complete failed; the entry stays pending and will be redelivered", "error", err)
+		s.logFor(e).Error("Complete failed; the entry stays pending and will be redelivered", "error", err)
 		return
 	}
 	if !ti.AvailableAt.IsZero() {
@@ -154,69 +162,20 @@ func (s *Server) process(e *execution) {
 	case broker.StateCancelled:
 		s.m.cancelled.WithLabelValues(lbl...).Inc()
 	}
-	if out.Err != "" {
-		log().Info("Task attempt failed", "task_type", ti.Type, "class", out.ErrorClass,
-			"retryable", out.Retryable, "state", string(state), "error", out.Err)
+	if out.Err != nil {
+		s.logFor(e).Info("Task attempt failed", "task_type", ti.Type, "class", out.Class,
+			"retryable", out.Retryable, "state", string(state), "error", bo.Err)
 	} else if s.log.Enabled(context.Background(), slog.LevelDebug) {
-		log().Debug("Task done", "task_type", ti.Type, "state", string(state))
+		s.logFor(e).Debug("Task done", "task_type", ti.Type, "state", string(state))
 	}
 }
 
-type handlerResult struct {
-	v   any
-	err error
-}
-
-// invoke runs the handler, turning a panic into ErrPanic. When ctx ends first the
-// handler gets handlerGrace to return; a handler that ignores its context is
-// then abandoned (its goroutine keeps running, like asynq's).
-func (s *Server) invoke(ctx context.Context, t *Task) (any, error) {
-	ch := make(chan handlerResult, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				s.log.Error("Handler panicked", "task_id", t.ID, "attempt", t.Attempt, "task_type", t.Type, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				ch <- handlerResult{err: fmt.Errorf("%w: %v", ErrPanic, r)}
-			}
-		}()
-		v, err := s.h.ProcessTask(ctx, t)
-		ch <- handlerResult{v: v, err: err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
+// broker returns o as the engine's Outcome.
+func (o Outcome) broker() broker.Outcome {
+	if o.Err == nil {
+		return broker.Outcome{Result: o.Result}
 	}
-	t0 := time.NewTimer(handlerGrace)
-	defer t0.Stop()
-	select {
-	case r := <-ch:
-		if r.err == nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			// cancelled or interrupted: a nil error does not mean it finished
-			return nil, context.Cause(ctx)
-		}
-		return r.v, r.err
-	case <-t0.C:
-		s.log.Warn("Handler ignored its context; abandoned", "task_id", t.ID, "attempt", t.Attempt, "task_type", t.Type)
-		return nil, context.Cause(ctx)
-	}
-}
-
-func marshalResult(v any) (json.RawMessage, error) {
-	switch r := v.(type) {
-	case nil:
-		return nil, nil
-	case json.RawMessage:
-		if !json.Valid(r) {
-			return nil, errors.New("handler result is not valid JSON")
-		}
-		return r, nil
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("handler result: %w", err)
-	}
-	return data, nil
+	return broker.Outcome{Err: o.Err.Error(), ErrorClass: o.Class, Retryable: o.Retryable, Cancelled: o.Cancelled}
 }
 
 // retryConn runs f until it succeeds, fails with an error other than a

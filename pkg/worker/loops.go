@@ -284,11 +284,11 @@ func (s *Server) expireLeases() {
 	}
 }
 
-// loseLease cancels e's handler with errLeaseLost; call with s.mu held.
+// loseLease cancels e's handler with ErrLeaseLost; call with s.mu held.
 func (s *Server) loseLease(e *execution, why string) {
 	e.leaseLost = true
 	if e.cancel != nil {
-		e.cancel(errLeaseLost)
+		e.cancel(ErrLeaseLost)
 	}
 	s.log.Warn("Lease lost; cancelling the handler and leaving the task to its redelivery",
 		"task_id", e.d.TaskID, "attempt", e.attempt, "why", why)
@@ -328,7 +328,7 @@ func (s *Server) cancelLoop(ctx context.Context) {
 			if e := byID[id]; e != nil && !e.cancelReq {
 				e.cancelReq = true
 				if e.cancel != nil {
-					e.cancel(errCancelRequested)
+					e.cancel(ErrCancelRequested)
 				}
 			}
 		}
@@ -345,7 +345,7 @@ func (s *Server) interruptAll() int {
 			e.interrupted = true
 			n++
 			if e.cancel != nil {
-				e.cancel(errInterrupted)
+				e.cancel(ErrInterrupted)
 			}
 		}
 	}

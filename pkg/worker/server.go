@@ -33,14 +33,7 @@ const (
 	cancelPoll     = 250 * time.Millisecond // cancel-request polling period
 	promoteLimit   = 100                    // schedule members promoted per call
 	maxPromoteWait = time.Second            // longest scheduler sleep
-	handlerGrace   = time.Second            // wait for a handler to return after its context ended
 	opTimeout      = 10 * time.Second       // per engine call
-)
-
-var (
-	errCancelRequested = errors.New("worker: task cancel requested")
-	errInterrupted     = errors.New("worker: drain budget exhausted; task left unacknowledged for redelivery")
-	errLeaseLost       = errors.New("worker: lease lost (no heartbeat for a visibility timeout, or another worker took the task over); task left to its redelivery")
 )
 
 // Server runs handlers for one queue. Create it with NewServer and call Run once.

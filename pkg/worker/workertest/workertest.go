@@ -2,8 +2,8 @@
 // rivertest.
 //
 // Unit tests need no Redis: build a Task with NewTask and run a handler with
-// Execute, which applies the same rules as a worker.Server (deadline context,
-// panic recovery, JSON result, retry classification):
+// Execute, which runs the executor of worker.Server itself (deadline context,
+// panic recovery, grace period, JSON result, outcome and retry classification):
 //
 //	res := workertest.Execute(ctx, mux, workertest.NewTask("email:send", Email{To: "a@b"}))
 //	if res.Err != nil { t.Fatal(res.Err) }
@@ -83,57 +83,40 @@ func NewTask(taskType string, payload any, opts ...TaskOption) *worker.Task {
 
 // Result is what Execute observed.
 type Result struct {
-	Value     json.RawMessage // the handler's result as the server would store it (nil: null)
-	Err       error           // the handler's error (nil on success)
-	Retryable bool            // the server would retry it while attempts remain
-	Class     string          // the error class the server would record (worker.Class*)
+	Value json.RawMessage // the handler's result as the server would store it (nil: null)
+	// Err is the failure the server would record (nil on success): the
+	// handler's error, wrapped as "cancelled: ..." or "deadline exceeded
+	// after ...: ..." when its context's end decides the outcome.
+	Err       error
+	Retryable bool   // the server would retry it while attempts remain
+	Class     string // the error class the server would record (worker.Class*, or "Cancelled")
+	Cancelled bool   // the server would record the task Cancelled
+	// Redeliver: the server would record nothing and leave the task to its
+	// redelivery (ctx ended with worker.ErrInterrupted, or worker.ErrLeaseLost
+	// and the handler failed).
+	Redeliver bool
 	Panicked  bool
 	Duration  time.Duration
 }
 
-// Execute runs h on t with a context ending at t.Deadline, recovering panics and
-// marshalling the result, and classifies the outcome like a worker.Server
-// (Retryable, task deadline, SkipRetry, unknown type, panic).
-func Execute(ctx context.Context, h worker.Handler, t *worker.Task) (res Result) {
+// Execute runs h on t with worker.Execute, the executor of worker.Server: a
+// context ending at t.Deadline (default 30s from now), panic recovery, the
+// handler's grace period after its context ends (a handler that ignores it is
+// abandoned after a second), the JSON result, and the outcome mapped from the
+// error and the cause of the context's end. To see what a cancel request, a
+// drain or a lost lease does, cancel ctx with context.WithCancelCause and
+// worker.ErrCancelRequested, worker.ErrInterrupted or worker.ErrLeaseLost.
+func Execute(ctx context.Context, h worker.Handler, t *worker.Task) Result {
 	if t.Deadline.IsZero() {
 		t.Deadline = time.Now().Add(30 * time.Second)
 	}
-	ctx, cancel := context.WithDeadline(ctx, t.Deadline)
-	defer cancel()
 	start := time.Now()
-	defer func() { res.Duration = time.Since(start) }()
-	var v any
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				res.Panicked = true
-				res.Err = fmt.Errorf("%w: %v", worker.ErrPanic, r)
-			}
-		}()
-		v, res.Err = h.ProcessTask(ctx, t)
-	}()
-	if res.Err == nil {
-		if raw, ok := v.(json.RawMessage); ok {
-			if !json.Valid(raw) {
-				res.Err, res.Class = errors.New("handler result is not valid JSON"), worker.ClassBadResult
-			}
-			res.Value = raw
-		} else if v != nil {
-			b, err := json.Marshal(v)
-			if err != nil {
-				res.Err, res.Class = fmt.Errorf("handler result: %w", err), worker.ClassBadResult
-			}
-			res.Value = b
-		}
-		return res
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !time.Now().Before(t.Deadline) {
-		res.Retryable, res.Class = true, worker.ClassTimeout
-		return res
-	}
-	res.Retryable, res.Class = worker.Classify(res.Err)
-	return res
+	o := worker.Execute(ctx, h, t, discard)
+	return Result{Value: o.Result, Err: o.Err, Retryable: o.Retryable, Class: o.Class, Cancelled: o.Cancelled,
+		Redeliver: o.Redeliver, Panicked: errors.Is(o.Err, worker.ErrPanic), Duration: time.Since(start)}
 }
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // Options configures StartServer. Zero fields take test-friendly defaults.
 type Options struct {
@@ -200,7 +183,7 @@ func (o Options) withDefaults() Options {
 		o.DefaultTimeout = 30 * time.Second
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = discard
 	}
 	return o
 }

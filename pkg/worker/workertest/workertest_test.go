@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/dtq-dev/dtq/pkg/worker"
 	"github.com/dtq-dev/dtq/pkg/worker/workertest"
@@ -35,6 +37,86 @@ func TestExecuteClassifies(t *testing.T) {
 	r := workertest.Execute(context.Background(), h, workertest.NewTask("attempt", nil, workertest.WithAttempt(3)))
 	if r.Err != nil || string(r.Value) != "3" {
 		t.Fatalf("attempt: %+v", r)
+	}
+}
+
+// Execute runs the Server's executor: after its context ends, a handler gets a
+// grace period to return, and what it returns then is what is recorded.
+func TestExecuteWaitsTheGracePeriod(t *testing.T) {
+	cleanup := errors.New("rolled back the half-written order")
+	h := worker.HandlerFunc(func(ctx context.Context, _ *worker.Task) (any, error) {
+		<-ctx.Done()
+		time.Sleep(100 * time.Millisecond) // cleaning up, well within the grace period
+		return nil, cleanup
+	})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(worker.ErrCancelRequested)
+	r := workertest.Execute(ctx, h, workertest.NewTask("order", nil))
+	if !r.Cancelled || !errors.Is(r.Err, cleanup) {
+		t.Fatalf("want the handler's own error recorded as Cancelled after the grace period, got %+v", r)
+	}
+}
+
+// A handler that ignores its context is abandoned once the grace period has
+// passed, and the attempt is recorded as a timeout.
+func TestExecuteAbandonsAHandlerIgnoringItsContext(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	h := worker.HandlerFunc(func(context.Context, *worker.Task) (any, error) {
+		<-release
+		return "too late", nil
+	})
+	done := make(chan workertest.Result, 1)
+	go func() {
+		done <- workertest.Execute(context.Background(), h, workertest.NewTask("stuck", nil, workertest.WithTimeout(50*time.Millisecond)))
+	}()
+	select {
+	case r := <-done:
+		if r.Class != worker.ClassTimeout || !r.Retryable || !errors.Is(r.Err, context.DeadlineExceeded) {
+			t.Fatalf("want a retryable timeout, got %+v", r)
+		}
+	case <-time.After(30 * time.Second): // safety net: the grace period is one second
+		t.Fatal("Execute did not abandon a handler that ignores its context")
+	}
+}
+
+// The cause of the context's end decides the outcome as in a Server: a cancel
+// request is recorded Cancelled, a drain or a lost lease records nothing, the
+// task deadline is a retryable timeout.
+func TestExecuteMapsTheCancelCause(t *testing.T) {
+	h := worker.HandlerFunc(func(ctx context.Context, _ *worker.Task) (any, error) {
+		<-ctx.Done()
+		return nil, fmt.Errorf("stopped: %w", ctx.Err())
+	})
+	cases := map[string]struct {
+		cause                       error // nil: the task deadline ends the context
+		class                       string
+		retry, cancelled, redeliver bool
+		errPrefix                   string
+	}{
+		"cancel requested":  {cause: worker.ErrCancelRequested, class: "Cancelled", cancelled: true, errPrefix: "cancelled: stopped"},
+		"drain interrupted": {cause: worker.ErrInterrupted, redeliver: true},
+		"lease lost":        {cause: worker.ErrLeaseLost, redeliver: true},
+		"caller cancelled":  {cause: context.Canceled, class: worker.ClassPermanent, errPrefix: "stopped"},
+		"task deadline":     {class: worker.ClassTimeout, retry: true, errPrefix: "deadline exceeded after"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			if c.cause != nil {
+				time.AfterFunc(10*time.Millisecond, func() { cancel(c.cause) })
+			}
+			r := workertest.Execute(ctx, h, workertest.NewTask("job", nil, workertest.WithTimeout(200*time.Millisecond)))
+			msg := ""
+			if r.Err != nil {
+				msg = r.Err.Error()
+			}
+			if r.Class != c.class || r.Retryable != c.retry || r.Cancelled != c.cancelled || r.Redeliver != c.redeliver ||
+				!strings.HasPrefix(msg, c.errPrefix) || (c.errPrefix == "") != (r.Err == nil) {
+				t.Fatalf("got %+v (err %q)", r, msg)
+			}
+		})
 	}
 }
 
