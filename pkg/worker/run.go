@@ -114,7 +114,7 @@ func invoke(ctx context.Context, h Handler, t *Task, log *slog.Logger) (any, err
 	defer grace.Stop()
 	select {
 	case r := <-ch:
-		if r.err == nil && context.Cause(ctx) != context.DeadlineExceeded {
+		if r.err == nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			// cancelled or interrupted: a nil error does not mean it finished
 			return nil, context.Cause(ctx)
 		}
