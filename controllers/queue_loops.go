@@ -29,6 +29,7 @@ import (
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/wait"
 )
 
 // Timings of the queue loops.
@@ -167,7 +168,7 @@ func (l *queueLoops) syncEvents(ctx context.Context) {
 			log.Error(failed[0], "Read events", "failedQueues", len(failed))
 		}
 		if !more {
-			sleepCtx(ctx, eventsPoll)
+			_ = wait.Sleep(ctx, eventsPoll)
 		}
 	}
 }
@@ -275,7 +276,7 @@ func (l *queueLoops) promote(ctx context.Context) {
 				wake = at
 			}
 		}
-		sleepCtx(ctx, wake.Sub(l.clock.Now()))
+		_ = wait.Sleep(ctx, wake.Sub(l.clock.Now()))
 	}
 }
 
@@ -291,17 +292,5 @@ func (l *queueLoops) resync(ctx context.Context) {
 		if t := &list.Items[i]; !t.Status.State.Finished() {
 			l.send(ctx, t)
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

@@ -1,3 +1,19 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package broker
 
 import (
@@ -11,6 +27,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/wait"
 )
 
 // Read delivers up to count new entries to consumer across the ten bands, p9
@@ -116,14 +134,14 @@ func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *
 			}
 			return out, nil
 		case "paused":
-			return nil, sleepCtx(ctx, block)
+			return nil, wait.Sleep(ctx, block)
 		}
-		wait := time.Until(deadline)
-		if block <= 0 || wait < time.Millisecond {
+		left := time.Until(deadline)
+		if block <= 0 || left < time.Millisecond {
 			return nil, nil
 		}
 		last := replyStrings(v[1])
-		err = b.rdb.XRead(ctx, &redis.XReadArgs{Streams: append(append([]string{}, streams...), last...), Count: 1, Block: wait}).Err()
+		err = b.rdb.XRead(ctx, &redis.XReadArgs{Streams: append(append([]string{}, streams...), last...), Count: 1, Block: left}).Err()
 		if errors.Is(err, redis.Nil) {
 			return nil, nil
 		}
@@ -147,20 +165,6 @@ func startReply(q QueueRef, v []any) (StartResult, error) {
 	}
 	reason := str(v[0])
 	return StartResult{Run: reason == "run", Task: taskFromHash(q, hashMap(v[1])), Reason: reason}, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Reclaim takes over up to count entries idle longer than minIdle (the visibility

@@ -1,3 +1,19 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package worker
 
 // One task's execution by a Server: start, the shared executor (run.go) under
@@ -12,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/wait"
 )
 
 // process runs one delivery: Start (unless the read already started it), the
@@ -187,7 +204,7 @@ func retryConn(parent context.Context, f func(ctx context.Context) error) error 
 	defer cancel()
 	for i := 0; ; i++ {
 		err := f(ctx)
-		if err == nil || !isConnErr(err) || !sleepCtx(ctx, time.Duration(min(50<<min(i, 5), 1000))*time.Millisecond) {
+		if err == nil || !isConnErr(err) || wait.Sleep(ctx, time.Duration(min(50<<min(i, 5), 1000))*time.Millisecond) != nil {
 			return err
 		}
 	}

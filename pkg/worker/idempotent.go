@@ -1,3 +1,19 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package worker
 
 // IdempotentOperation lives in the SDK, not in the engine (internal/broker),
@@ -14,6 +30,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/wait"
 )
 
 // DefaultOperationLease is how long a running IdempotentOperation holds its key
@@ -143,9 +161,8 @@ func IdempotentOperation[T any](ctx context.Context, rdb redis.UniversalClient, 
 			}
 			return false, result, nil
 		case "running":
-			wait := cfg.poll
-			if !sleepCtx(ctx, jitter(wait, 0.2)) {
-				return false, result, ctx.Err()
+			if err := wait.Sleep(ctx, jitter(cfg.poll, 0.2)); err != nil {
+				return false, result, err
 			}
 			continue
 		}

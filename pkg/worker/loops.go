@@ -1,3 +1,19 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package worker
 
 // The Server's loops: reading and dispatching within the free slots, the
@@ -10,6 +26,7 @@ import (
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/wait"
 )
 
 // ---- slots ----
@@ -153,19 +170,19 @@ func (s *Server) schedulerLoop(stop <-chan struct{}) {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		moved, next, err := s.b.PromoteDue(ctx, s.q, promoteLimit)
 		cancel()
-		wait := maxPromoteWait
+		pause := maxPromoteWait
 		switch {
 		case err != nil:
 			s.log.Warn("Promote due tasks", "error", err)
-			wait = bo.next()
+			pause = bo.next()
 		case moved >= promoteLimit:
-			wait = 0
+			pause = 0
 			bo.reset()
 		case !next.IsZero():
-			wait = min(maxPromoteWait, max(5*time.Millisecond, time.Until(next)))
+			pause = min(maxPromoteWait, max(5*time.Millisecond, time.Until(next)))
 			bo.reset()
 		}
-		if wait == 0 {
+		if pause == 0 {
 			select {
 			case <-stop:
 				return
@@ -173,14 +190,14 @@ func (s *Server) schedulerLoop(stop <-chan struct{}) {
 				continue
 			}
 		}
-		t := time.NewTimer(jitter(wait, 0.05))
+		t := time.NewTimer(jitter(pause, 0.05))
 		select {
 		case <-stop:
 			t.Stop()
 			return
 		case <-s.promoteNow:
 			t.Stop()
-			// a retry was just scheduled: its due time may be sooner than wait
+			// a retry was just scheduled: its due time may be sooner than pause
 		case <-t.C:
 		}
 	}
@@ -208,7 +225,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 	defer wg.Wait()
 	inFlight := make(chan struct{}, 1)
 	for {
-		if !sleepCtx(ctx, jitter(s.cfg.HeartbeatInterval, 0.1)) {
+		if wait.Sleep(ctx, jitter(s.cfg.HeartbeatInterval, 0.1)) != nil {
 			return
 		}
 		s.expireLeases()
@@ -298,7 +315,7 @@ func (s *Server) loseLease(e *execution, why string) {
 // cancels their handlers' contexts.
 func (s *Server) cancelLoop(ctx context.Context) {
 	for {
-		if !sleepCtx(ctx, cancelPoll) {
+		if wait.Sleep(ctx, cancelPoll) != nil {
 			return
 		}
 		s.mu.Lock()
@@ -404,17 +421,6 @@ func (s *Server) executor(e *execution) {
 
 func jitter(d time.Duration, frac float64) time.Duration {
 	return time.Duration(float64(d) * (1 + frac*(2*rand.Float64()-1)))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func sleepStop(stop <-chan struct{}, d time.Duration) bool {

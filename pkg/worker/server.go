@@ -1,3 +1,19 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package worker
 
 import (
@@ -17,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/wait"
 )
 
 // Worker statuses written to the heartbeat record.
@@ -284,7 +301,7 @@ func (s *Server) waitQueue(ctx context.Context) bool {
 		} else if ctx.Err() == nil {
 			s.log.Warn("Read queue config", "error", err)
 		}
-		if !sleepCtx(ctx, bo.next()) {
+		if wait.Sleep(ctx, bo.next()) != nil {
 			return false
 		}
 	}
