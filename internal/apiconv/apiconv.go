@@ -141,14 +141,17 @@ func timeOrNil(t time.Time) *time.Time {
 	return &t
 }
 
-// Stats converts a queue's backlog and metrics (the age of the oldest task
+// Stats converts a queue's metrics (its backlog, the age of the oldest task
 // waiting at now, the finished totals); workers is its live worker count.
-func Stats(q broker.QueueRef, s broker.QueueStats, m broker.QueueMetrics, workers int, now time.Time) client.QueueStats {
+func Stats(q broker.QueueRef, m broker.QueueMetrics, workers int, now time.Time) client.QueueStats {
 	out := client.QueueStats{
-		Namespace: q.Namespace, Queue: q.Name, Paused: s.Paused, Depth: s.Depth,
-		DepthByPriority: s.Bands[:], Queued: s.Queued, InFlight: s.InFlight,
-		Scheduled: s.Scheduled, DeadLettered: s.DeadLettered, Workers: workers,
+		Namespace: q.Namespace, Queue: q.Name, Paused: m.Paused, DepthByPriority: m.Lengths[:],
+		InFlight: m.InFlight, Scheduled: m.Scheduled, DeadLettered: m.DeadLettered, Workers: workers,
 		Finished: map[string]int64{},
+	}
+	for i := range broker.Bands {
+		out.Depth += m.Lengths[i]
+		out.Queued += m.Queued[i]
 	}
 	if !m.OldestQueued.IsZero() {
 		out.OldestQueuedAgeSeconds = max(0, now.Sub(m.OldestQueued).Seconds())

@@ -200,6 +200,7 @@ type QueueStats struct {
 // (docs/metrics.md).
 type QueueMetrics struct {
 	Queued       [Bands]int64 // entries not yet delivered to a worker, per priority band p0..p9
+	Lengths      [Bands]int64 // stream entries per band, in flight included (what maxDepth gates)
 	InFlight     int64        // delivered, not yet acknowledged
 	Scheduled    int64        // delayed and retrying tasks in the schedule
 	DeadLettered int64        // dead-letter stream length

@@ -57,7 +57,7 @@ func (b *Broker) QueueMetrics(ctx context.Context, q QueueRef) (QueueMetrics, er
 			return QueueMetrics{}, fmt.Errorf("broker: metrics of %s: unexpected band %v", q, x)
 		}
 		length, pending := num(f[0]), num(f[1])
-		m.Queued[i] = length - pending
+		m.Lengths[i], m.Queued[i] = length, length-pending
 		m.InFlight += pending
 		if at := entryTime(str(f[2])); !at.IsZero() && (m.OldestQueued.IsZero() || at.Before(m.OldestQueued)) {
 			m.OldestQueued = at

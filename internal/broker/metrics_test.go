@@ -100,8 +100,9 @@ func TestQueueMetricsCountEachOutcome(t *testing.T) {
 	got := e.metrics()
 	want := QueueMetrics{
 		Queued:       [Bands]int64{0: 1, 9: 2},
-		InFlight:     1, // the reclaimed task
-		Scheduled:    2, // the delayed task and the retry
+		Lengths:      [Bands]int64{0: 2, 9: 2}, // band 0 holds the reclaimed task too
+		InFlight:     1,                        // the reclaimed task
+		Scheduled:    2,                        // the delayed task and the retry
 		DeadLettered: 1,
 		Paused:       true,
 		OldestQueued: got.OldestQueued,

@@ -45,10 +45,6 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, q broker.Que
 }
 
 func (s *Server) stats(ctx context.Context, q broker.QueueRef) (client.QueueStats, error) {
-	st, err := s.b.Stats(ctx, q)
-	if err != nil {
-		return client.QueueStats{}, err
-	}
 	m, err := s.b.QueueMetrics(ctx, q)
 	if err != nil {
 		return client.QueueStats{}, err
@@ -57,7 +53,7 @@ func (s *Server) stats(ctx context.Context, q broker.QueueRef) (client.QueueStat
 	if err != nil {
 		return client.QueueStats{}, err
 	}
-	return apiconv.Stats(q, st, m, len(ws), time.Now()), nil
+	return apiconv.Stats(q, m, len(ws), time.Now()), nil
 }
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
