@@ -232,7 +232,7 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 	k := keysFor(q)
 	now, nowtxt := b.now()
 	keys := make([]string, 0, 2*len(items))
-	args := make([]any, 0, 3+4*len(items))
+	args := make([]any, 0, 3+startItemArgs*len(items))
 	args = append(args, k.prefix, now, nowtxt)
 	for _, it := range items {
 		reclaimed := 0
@@ -240,7 +240,8 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 			reclaimed = 1
 		}
 		keys = append(keys, k.task(it.d.TaskID), k.stream(it.d.Band))
-		args = append(args, it.d.MessageID, it.d.Attempt, reclaimed, it.worker)
+		item := [startItemArgs]any{it.d.MessageID, it.d.Attempt, reclaimed, it.worker}
+		args = append(args, item[:]...)
 	}
 	replies, err := startBatchScript.Run(ctx, b.fast, keys, args...).Slice()
 	if err != nil {
@@ -317,7 +318,7 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 	now, nowtxt := b.now()
 	keys := make([]string, 0, 2+2*len(items))
 	keys = append(keys, k.config(), k.schedule())
-	args := make([]any, 0, 3+9*len(items))
+	args := make([]any, 0, 3+completeItemArgs*len(items))
 	args = append(args, k.prefix, now, nowtxt)
 	for _, it := range items {
 		jitter := "0" // only a retry reads it
@@ -325,7 +326,8 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 			jitter = strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64)
 		}
 		keys = append(keys, k.task(it.x.TaskID), k.stream(it.x.Band))
-		args = append(args, it.x.MessageID, it.x.WorkerID, it.x.Attempt, it.kind, it.result, it.err, it.class, it.retryable, jitter)
+		item := [completeItemArgs]any{it.x.MessageID, it.x.WorkerID, it.x.Attempt, it.kind, it.result, it.err, it.class, it.retryable, jitter}
+		args = append(args, item[:]...)
 	}
 	replies, err := completeBatchScript.Run(ctx, b.fast, keys, args...).Slice()
 	if err != nil {
@@ -384,11 +386,12 @@ func (b *Broker) Touch(ctx context.Context, q QueueRef, consumer string, xs []Ex
 	}
 	k := keysFor(q)
 	keys := make([]string, 0, 2*len(xs))
-	args := make([]any, 0, 2+3*len(xs))
+	args := make([]any, 0, 2+touchItemArgs*len(xs))
 	args = append(args, k.prefix, consumer)
 	for _, x := range xs {
 		keys = append(keys, k.task(x.TaskID), k.stream(x.Band))
-		args = append(args, x.MessageID, x.WorkerID, x.Attempt)
+		item := [touchItemArgs]any{x.MessageID, x.WorkerID, x.Attempt}
+		args = append(args, item[:]...)
 	}
 	pos, err := touchScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
 	if err != nil {

@@ -16,18 +16,41 @@ limitations under the License.
 
 package broker
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Every key of one queue starts with dtq:{<namespace>/<queue>}: so it hashes to
 // the queue's slot on Redis Cluster. This file is the only place key names are
-// spelled; the Lua scripts build the same names from the prefix they get in
-// ARGV (see keyHelpers in scripts.go).
+// spelled: Go builds the keys it passes to the scripts as KEYS with the methods
+// of keys, and the scripts build the keys that depend on what they read (the
+// task of an idempotency record, a task's band stream) with the Lua builders
+// that luaKeys renders from the same suffixes.
 
 // Bands is the number of priority bands (streams) per queue, p0..p9.
 const Bands = 10
 
 // group is the consumer group of every band stream.
 const group = "workers"
+
+// The suffixes after a queue's prefix.
+const (
+	sufStream      = "stream:p" // + band 0..9
+	sufTask        = "task:"    // + task id
+	sufResult      = "result:"  // + task id
+	sufIdempotency = "idempotency:"
+	sufSchedule    = "schedule"
+	sufDeadLetter  = "dead-letter"
+	sufEvents      = "events"
+	sufPaused      = "paused"
+	sufConfig      = "config"
+	sufWorkers     = "workers"
+	sufWorker      = "worker:" // + worker id
+	sufStats       = "stats"
+	sufTaskIndex   = "tasks"
+)
 
 // keys builds the key names of one queue.
 type keys struct{ prefix string }
@@ -37,19 +60,38 @@ func keysFor(q QueueRef) keys { return keys{prefix: "dtq:{" + q.String() + "}:"}
 // Prefix is the common prefix of all of a queue's keys, e.g. "dtq:{ns/q}:".
 func (k keys) Prefix() string { return k.prefix }
 
-func (k keys) stream(band int) string        { return k.prefix + "stream:p" + strconv.Itoa(band) }
-func (k keys) task(id string) string         { return k.prefix + "task:" + id }
-func (k keys) result(id string) string       { return k.prefix + "result:" + id }
-func (k keys) idempotency(key string) string { return k.prefix + "idempotency:" + key }
-func (k keys) schedule() string              { return k.prefix + "schedule" }
-func (k keys) deadLetter() string            { return k.prefix + "dead-letter" }
-func (k keys) events() string                { return k.prefix + "events" }
-func (k keys) paused() string                { return k.prefix + "paused" }
-func (k keys) config() string                { return k.prefix + "config" }
-func (k keys) workers() string               { return k.prefix + "workers" }
-func (k keys) worker(id string) string       { return k.prefix + "worker:" + id }
-func (k keys) stats() string                 { return k.prefix + "stats" }
-func (k keys) taskIndex() string             { return k.prefix + "tasks" }
+func (k keys) stream(band int) string        { return k.prefix + sufStream + strconv.Itoa(band) }
+func (k keys) task(id string) string         { return k.prefix + sufTask + id }
+func (k keys) result(id string) string       { return k.prefix + sufResult + id }
+func (k keys) idempotency(key string) string { return k.prefix + sufIdempotency + key }
+func (k keys) schedule() string              { return k.prefix + sufSchedule }
+func (k keys) deadLetter() string            { return k.prefix + sufDeadLetter }
+func (k keys) events() string                { return k.prefix + sufEvents }
+func (k keys) paused() string                { return k.prefix + sufPaused }
+func (k keys) config() string                { return k.prefix + sufConfig }
+func (k keys) workers() string               { return k.prefix + sufWorkers }
+func (k keys) worker(id string) string       { return k.prefix + sufWorker + id }
+func (k keys) stats() string                 { return k.prefix + sufStats }
+func (k keys) taskIndex() string             { return k.prefix + sufTaskIndex }
+
+// luaKeys is the start of every script: P, the queue's prefix (ARGV[1]), the
+// builders of the keys a script derives from what it reads, and the queue
+// keys and consumer group it names itself:
+//
+//	k_task(id), k_result(id), k_idem(key), k_stream(band)
+//	K_EVENTS, K_CONFIG, K_DEADLETTER, K_STATS, GROUP
+func luaKeys() string {
+	var b strings.Builder
+	b.WriteString("local P = ARGV[1]\n")
+	for _, f := range []struct{ name, arg, suffix string }{
+		{"k_task", "id", sufTask}, {"k_result", "id", sufResult}, {"k_idem", "key", sufIdempotency}, {"k_stream", "band", sufStream},
+	} {
+		fmt.Fprintf(&b, "local function %s(%s) return P .. %q .. %s end\n", f.name, f.arg, f.suffix, f.arg)
+	}
+	fmt.Fprintf(&b, "local K_EVENTS, K_CONFIG, K_DEADLETTER, K_STATS = P .. %q, P .. %q, P .. %q, P .. %q\n", sufEvents, sufConfig, sufDeadLetter, sufStats)
+	fmt.Fprintf(&b, "local GROUP = %q\n", group)
+	return b.String()
+}
 
 // namespaceQueues is the set of the queue names of namespace ns that
 // EnsureQueue registered (see Queues). It is the one key outside any queue's

@@ -121,9 +121,15 @@ func decodeContinue(tok string) (score, id string, ok bool) {
 // of entries, returns the task hashes (payload left out) of those in the
 // wanted state, and removes the entries whose task is gone.
 //
-// KEYS[1] task index.
-// ARGV[1] prefix, [2] max score ("+inf" for the first page), [3] after id ("":
-// none), [4] limit, [5] state ("": any), [6] budget.
+// KEYS[1]        -> dtq:{<ns>/<q>}:tasks (the task index)
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> max score ("+inf" for the first page)
+// ARGV[3]        -> after id ("" none)
+// ARGV[4]        -> limit
+// ARGV[5]        -> state ("" any)
+// ARGV[6]        -> budget
+//
 // Returns {{task hash fields}...}, next score, next id} with next score ""
 // when no entry follows.
 var listScript = script(`

@@ -17,18 +17,27 @@ limitations under the License.
 package broker
 
 import (
+	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Lua scripts: every multi-step state change of the engine is one script, so no
 // other client ever sees half of it. Each script's KEYS, ARGV and return value
-// are documented above it. Every script gets the queue's key prefix
-// ("dtq:{ns/q}:") as ARGV[1]; keys that depend on data read inside the script (the
-// task of an idempotency record, a task's band stream) are built from it by the
-// helpers below, which mirror keys.go. All such keys share the queue's hash tag,
-// so a script still touches one cluster slot.
+// are documented above it, one per line, with the key's pattern (<ns>/<q> is
+// the queue's namespace and name). Every script gets the queue's key prefix
+// dtq:{<ns>/<q>}: as ARGV[1]; keys that depend on data read inside the script
+// (the task of an idempotency record, a task's band stream) are built from it
+// by the builders luaKeys (keys.go) renders. All such keys share the queue's
+// hash tag, so a script still touches one cluster slot.
+//
+// A batch script takes a fixed number of ARGV per item, a Go constant
+// (submitItemArgs, ...) that batchBody gives the script as W; the item loop
+// unpacks one item's arguments into named locals in one line, which batchBody
+// checks names exactly W of them.
 //
 // Times are Unix milliseconds passed in by Go from the injected clock; nowtxt is
 // the same instant as RFC 3339 for the idempotency record's updated_at.
@@ -41,13 +50,9 @@ import (
 // record that expired while its task waited would let a second submission of
 // the key become a second logical task.
 
-// luaLib is prepended to every script.
-const luaLib = `
-local P = ARGV[1]
-local function k_task(id) return P .. "task:" .. id end
-local function k_result(id) return P .. "result:" .. id end
-local function k_idem(key) return P .. "idempotency:" .. key end
-local function k_stream(band) return P .. "stream:p" .. band end
+// luaLib is prepended to every script but submitBatchScript (which starts with
+// luaKeys only).
+var luaLib = luaKeys() + `
 local function int(x) return string.format("%d", x) end
 local TERMINAL = {Succeeded = true, Failed = true, DeadLettered = true, Cancelled = true, Expired = true}
 
@@ -58,7 +63,7 @@ local TERMINAL = {Succeeded = true, Failed = true, DeadLettered = true, Cancelle
 local COUNTS = {}
 local function count(field) COUNTS[field] = (COUNTS[field] or 0) + 1 end
 local function flush_counts()
-  for f, n in pairs(COUNTS) do pcall(redis.call, "HINCRBY", P .. "stats", f, n) end
+  for f, n in pairs(COUNTS) do pcall(redis.call, "HINCRBY", K_STATS, f, n) end
 end
 
 -- try runs f(...) for one item of a batch: a Redis error fails that item only,
@@ -70,7 +75,7 @@ local function try(f, ...)
 end
 
 local function event(typ, id, attempt, now)
-  redis.call("XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*",
+  redis.call("XADD", K_EVENTS, "MAXLEN", "~", "` + eventsMaxLenText + `", "*",
     "type", typ, "task", id, "attempt", attempt, "at", now)
 end
 
@@ -80,13 +85,13 @@ end
 
 local TASK_TTL -- the queue's task retention, read on first use
 local function task_ttl()
-  TASK_TTL = TASK_TTL or redis.call("HGET", P .. "config", "task_ttl_ms") or "604800000"
+  TASK_TTL = TASK_TTL or redis.call("HGET", K_CONFIG, "task_ttl_ms") or "604800000"
   return TASK_TTL
 end
 
 local IDEM_TTL -- the queue's idempotency TTL, read on first use
 local function idem_ttl()
-  IDEM_TTL = IDEM_TTL or redis.call("HGET", P .. "config", "idem_ttl_ms") or "86400000"
+  IDEM_TTL = IDEM_TTL or redis.call("HGET", K_CONFIG, "idem_ttl_ms") or "86400000"
   return IDEM_TTL
 end
 
@@ -123,13 +128,13 @@ end
 -- Returns that state.
 local function exhaust(id, attempt, ikey, typ, lasterr, class, now, nowtxt)
   local tk = k_task(id)
-  local cfg = redis.call("HMGET", P .. "config", "dlq", "dlq_maxlen")
+  local cfg = redis.call("HMGET", K_CONFIG, "dlq", "dlq_maxlen")
   redis.call("HSET", tk, "last_error", lasterr, "error_class", class)
   if cfg[1] == "1" then
     redis.call("HSET", tk, "state", "DeadLettered", "finished_at", now)
     redis.call("PEXPIRE", tk, task_ttl())
     event("TaskDeadLettered", id, attempt, now)
-    local eid = redis.call("XADD", P .. "dead-letter", "MAXLEN", "~", cfg[2] or "10000", "*",
+    local eid = redis.call("XADD", K_DEADLETTER, "MAXLEN", "~", cfg[2] or "10000", "*",
       "task", id, "type", typ or "", "failed_at", now, "attempts", attempt,
       "error", lasterr, "class", class)
     redis.call("HSET", tk, "dlq", eid)
@@ -162,7 +167,7 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
   -- done acknowledges and deletes the entry; wrote says the task hash changed
   -- since flat was read, so the reply reads it again.
   local function done(reason, wrote)
-    redis.call("XACK", stream, "workers", msgid)
+    redis.call("XACK", stream, GROUP, msgid)
     redis.call("XDEL", stream, msgid)
     return {reason, wrote and redis.call("HGETALL", tk) or flat}
   end
@@ -222,7 +227,7 @@ local function read_bands(consumer, left, each)
     -- XREADGROUP is a write (it moves entries to the PEL) and costs several
     -- times a read inside a script, so empty bands are skipped with XLEN.
     local r = redis.call("XLEN", KEYS[band + 1]) > 0 and
-      redis.call("XREADGROUP", "GROUP", "workers", consumer, "COUNT", left, "STREAMS", KEYS[band + 1], ">")
+      redis.call("XREADGROUP", "GROUP", GROUP, consumer, "COUNT", left, "STREAMS", KEYS[band + 1], ">")
     if r then
       for _, e in ipairs(r[1][2]) do
         local f = e[2]
@@ -258,6 +263,30 @@ func script(body string) *redis.Script {
 	return redis.NewScript(luaLib + "local function main()\n" + body + "\nend\nlocal reply = main()\nflush_counts()\nreturn reply\n")
 }
 
+// Arguments per item (ARGV) of the batch scripts.
+const (
+	submitItemArgs   = 14
+	startItemArgs    = 4
+	completeItemArgs = 9
+	touchItemArgs    = 3
+)
+
+// itemUnpack is the line of a batch script that names one item's arguments:
+// "local a, b, c = unpack(ARGV, a, a + W - 1)" with a the item's first index.
+var itemUnpack = regexp.MustCompile(`local ([\w, ]+) =\s*unpack\(ARGV, a, a \+ W - 1\)`)
+
+// batchBody is body preceded by "local W = width", for a batch script whose
+// items take width ARGV each. It panics (at package initialisation) unless
+// the body has exactly one itemUnpack line naming width arguments, so the
+// width in Go and the names in Lua cannot disagree.
+func batchBody(width int, body string) string {
+	m := itemUnpack.FindAllStringSubmatch(body, -1)
+	if len(m) != 1 || len(strings.Split(m[0][1], ",")) != width {
+		panic(fmt.Sprintf("broker: a batch script must unpack its %d item arguments in one line, found %q", width, m))
+	}
+	return "local W = " + strconv.Itoa(width) + "\n" + body
+}
+
 // submitBatchScript ingests a batch of tasks, in order, each with the five
 // cases of DESIGN section 4 exactly as if it were submitted alone: a later
 // item sees what earlier ones wrote (a second submit of the same key gets
@@ -269,28 +298,34 @@ func script(body string) *redis.Script {
 // of delayed work cannot bypass backpressure. The idempotency record is written
 // without expiry: it gets the idempotency TTL when its task ends (idem_update).
 //
-// KEYS[1] config, KEYS[2] schedule, KEYS[3..12] streams p0..p9, KEYS[13] task
-// index; then per item i (from 0) KEYS[14+2i] its task hash, KEYS[15+2i] its
-// idempotency record (the config key again when it has no idempotency key).
-// ARGV[1] prefix, [2] now ms, [3] nowtxt, then submitItemArgs (14) per item
-// from ARGV[4+14i], in this order:
+// KEYS[1]        -> dtq:{<ns>/<q>}:config
+// KEYS[2]        -> dtq:{<ns>/<q>}:schedule
+// KEYS[3..12]    -> dtq:{<ns>/<q>}:stream:p0 .. dtq:{<ns>/<q>}:stream:p9
+// KEYS[13]       -> dtq:{<ns>/<q>}:tasks (the task index)
+// per item i (from 0):
+// KEYS[14+2i]    -> dtq:{<ns>/<q>}:task:<id>
+// KEYS[15+2i]    -> dtq:{<ns>/<q>}:idempotency:<key> (KEYS[1] again without a key)
 //
-//	id          task id
-//	ikey        idempotency key ("" none)
-//	size        compact payload size
-//	typ         task type
-//	payload     compact payload
-//	prio        priority 0..9
-//	attempts    max attempts (0: queue default)
-//	timeout     timeout ms (0: queue default)
-//	notBefore   not-before ms (0: now)
-//	expiresAt   expires-at ms (0: never)
-//	chosen      "1" when the caller chose the ID (so it may exist already), "0" when it is fresh random
-//	fromCR      "1" when a Task CR submits it (the hash gets from_cr, which the orphan sweep reads), else "0"
-//	meta        metadata object ("" none)
-//	trace       W3C traceparent ("" none; stored as the task's trace field)
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> now, Unix ms
+// ARGV[3]        -> now, RFC 3339 (nowtxt)
+// per item i, submitItemArgs from ARGV[4+W*i], unpacked as:
+// id             -> task id
+// ikey           -> idempotency key ("" none)
+// size           -> compact payload size, bytes
+// typ            -> task type
+// payload        -> payload JSON
+// prio           -> priority 0..9
+// maxAttempts    -> max attempts ("0": the queue's default)
+// timeout        -> timeout ms ("0": the queue's default)
+// notBefore      -> not-before, Unix ms ("0": now)
+// expires        -> expires-at, Unix ms ("0": never)
+// chosen         -> "1": the caller chose the ID (so it may exist already); "0": fresh random
+// fromCR         -> "1": a Task CR submits it (the hash gets from_cr, which the orphan sweep reads); else "0"
+// meta           -> metadata object ("" none)
+// trace          -> W3C traceparent ("" none; stored as the task's trace field)
 //
-// It also adds each item's answer to the queue's counters (dtq:{ns/q}:stats,
+// It also adds each item's answer to the queue's counters (dtq:{<ns>/<q>}:stats,
 // one HINCRBY per kind of answer in the batch; see metrics.go).
 // Returns {"notfound"} (queue config missing: nothing written) or
 // {"ok", {item reply}...} with one reply per item, one of
@@ -315,11 +350,8 @@ func script(body string) *redis.Script {
 // The task hash gets its retention TTL when the task finishes (finish, exhaust,
 // complete), not here: retention counts from the end, so a task waiting in a
 // long backlog or delayed past the retention never vanishes. It carries only
-// the helpers it needs instead of luaLib.
-var submitBatchScript = redis.NewScript(`
-local P = ARGV[1]
-local function k_task(id) return P .. "task:" .. id end
-local function k_result(id) return P .. "result:" .. id end
+// the key builders and the helper it needs instead of luaLib.
+var submitBatchScript = redis.NewScript(luaKeys() + batchBody(submitItemArgs, `
 local function record(id, state, nowtxt)
   return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
 end
@@ -330,10 +362,8 @@ local now, nowms, nowtxt = ARGV[2], tonumber(ARGV[2]), ARGV[3]
 local depth -- read on first use, then counts the tasks this batch added
 local queued = {} -- IDs of the new tasks, for the batch's one TaskQueued event
 
-local W = ` + strconv.Itoa(submitItemArgs) + ` -- arguments per item
-
 local function submit(tk, rk, a)
-  local id, ikey, size, typ, payload, prio, attempts, timeout, notBefore, expiresAt, chosen, fromCR, meta, trace =
+  local id, ikey, size, typ, payload, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, meta, trace =
     unpack(ARGV, a, a + W - 1)
   if tonumber(size) > maxPayload then return {"toolarge", cfg[2]} end
   if chosen == "1" and redis.call("EXISTS", tk) == 1 then
@@ -356,8 +386,8 @@ local function submit(tk, rk, a)
   end
   if depth >= maxDepth then return {"full", depth, cfg[1]} end
 
-  local maxAttempts = attempts ~= "0" and attempts or cfg[3]
-  timeout = timeout ~= "0" and timeout or cfg[4]
+  if maxAttempts == "0" then maxAttempts = cfg[3] end
+  if timeout == "0" then timeout = cfg[4] end
   if ikey ~= "" then
     redis.call("SET", rk, record(id, "processing", nowtxt), "NX")
   end
@@ -375,7 +405,7 @@ local function submit(tk, rk, a)
   local f = {"id", id, "type", typ, "payload", payload, "prio", prio, "state", state,
     "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout, "created_at", now}
   if ikey ~= "" then f[#f + 1] = "ikey"; f[#f + 1] = ikey end
-  if expiresAt ~= "0" then f[#f + 1] = "expires_at"; f[#f + 1] = expiresAt end
+  if expires ~= "0" then f[#f + 1] = "expires_at"; f[#f + 1] = expires end
   if fromCR == "1" then f[#f + 1] = "from_cr"; f[#f + 1] = "1" end
   if meta ~= "" then f[#f + 1] = "meta"; f[#f + 1] = meta end
   if trace ~= "" then f[#f + 1] = "trace"; f[#f + 1] = trace end
@@ -416,19 +446,24 @@ end
 -- written: the resync covers a lost event, a task missing from the index is
 -- only missing from lists, and a lost count is only a count.
 if #queued > 0 then
-  pcall(redis.call, "XADD", P .. "events", "MAXLEN", "~", "` + eventsMaxLenText + `", "*", "type", "TaskQueued", "tasks", table.concat(queued, " "), "attempt", 1, "at", now)
+  pcall(redis.call, "XADD", K_EVENTS, "MAXLEN", "~", "`+eventsMaxLenText+`", "*", "type", "TaskQueued", "tasks", table.concat(queued, " "), "attempt", 1, "at", now)
   pcall(index_new)
 end
-for f, n in pairs(counts) do pcall(redis.call, "HINCRBY", P .. "stats", f, n) end
+for f, n in pairs(counts) do pcall(redis.call, "HINCRBY", K_STATS, f, n) end
 return {"ok", out}
-`)
+`))
 
 // readScript delivers up to ARGV[3] new entries to a consumer, reading the bands
 // p9 first with COUNT set to what is still missing (read_bands), so the total
 // never exceeds the count and nothing is read that is not returned.
 //
-// KEYS[1..10] streams p0..p9, KEYS[11] paused.
-// ARGV[1] prefix, [2] consumer, [3] count.
+// KEYS[1..10]    -> dtq:{<ns>/<q>}:stream:p0 .. dtq:{<ns>/<q>}:stream:p9
+// KEYS[11]       -> dtq:{<ns>/<q>}:paused
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> consumer (worker id)
+// ARGV[3]        -> count
+//
 // Returns {"paused"}, {"ok", {band, entry id, task id, attempt}...} or, when
 // nothing was ready, {"empty", last entry id of p0..p9} so the caller can block
 // with XREAD until any band gets a newer entry.
@@ -447,8 +482,16 @@ return {"empty", last_ids()}
 // Skipped entries (duplicate, cancelled, ...) are acknowledged and still count
 // toward ARGV[3].
 //
-// KEYS[1..10] streams p0..p9, KEYS[11] paused.
-// ARGV[1] prefix, [2] consumer, [3] count, [4] now ms, [5] nowtxt, [6] worker id.
+// KEYS[1..10]    -> dtq:{<ns>/<q>}:stream:p0 .. dtq:{<ns>/<q>}:stream:p9
+// KEYS[11]       -> dtq:{<ns>/<q>}:paused
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> consumer
+// ARGV[3]        -> count
+// ARGV[4]        -> now, Unix ms
+// ARGV[5]        -> now, RFC 3339
+// ARGV[6]        -> worker id
+//
 // Returns {"paused"}, {"ok", {band, entry id, task id, attempt, start reply}...}
 // with start_entry's reply (or {"err", message} for a Redis error in that entry
 // only, the entry then staying pending) or {"empty", last entry ids} as
@@ -467,20 +510,31 @@ return {"empty", last_ids()}
 // runs (original section 5, "Pre-execution checks, in order" and "Duplicate
 // absorption"), exactly as if each were started alone.
 //
-// KEYS per item i (from 0): KEYS[1+2i] task hash, KEYS[2+2i] the entry's stream.
-// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 4 per item from ARGV[4+4i]:
-// entry id, entry attempt, reclaimed (0/1), worker id.
+// per item i (from 0):
+// KEYS[1+2i]     -> dtq:{<ns>/<q>}:task:<id>
+// KEYS[2+2i]     -> dtq:{<ns>/<q>}:stream:p<band> (the entry's)
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> now, Unix ms
+// ARGV[3]        -> now, RFC 3339
+// per item i, startItemArgs from ARGV[4+W*i], unpacked as:
+// msgid          -> entry id
+// entryAttempt   -> the entry's attempt
+// reclaimed      -> "1": a reclaimed entry; "0": read
+// worker         -> worker id
+//
 // Returns one reply per item: start_entry's (see luaLib), or {"err", message}
 // for a Redis error in that item only.
-var startBatchScript = script(`
+var startBatchScript = script(batchBody(startItemArgs, `
 local now, nowtxt = ARGV[2], ARGV[3]
 local out = {}
 for i = 0, #KEYS / 2 - 1 do
-  local a = 4 + 4 * i
-  out[i + 1] = try(start_entry, KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3], now, nowtxt)
+  local a = 4 + W * i
+  local msgid, entryAttempt, reclaimed, worker = unpack(ARGV, a, a + W - 1)
+  out[i + 1] = try(start_entry, KEYS[1 + 2 * i], KEYS[2 + 2 * i], msgid, tonumber(entryAttempt), reclaimed, worker, now, nowtxt)
 end
 return out
-`)
+`))
 
 // completeBatchScript records the outcomes of a batch of executions, in order,
 // each exactly as if completed alone, in the seed's write order: task hash,
@@ -497,15 +551,30 @@ return out
 // longer the task's current one or the task has moved on, never while
 // another execution of it runs.
 //
-// KEYS[1] config, KEYS[2] schedule; per item i (from 0) KEYS[3+2i] task hash,
-// KEYS[4+2i] the entry's stream.
-// ARGV[1] prefix, [2] now ms, [3] nowtxt, then 9 per item from ARGV[4+9i]:
-// entry id, worker id, attempt, kind (ok, error, cancel), result JSON, error
-// message, error class, retryable (0/1), jitter sample in [-1, 1].
+// KEYS[1]        -> dtq:{<ns>/<q>}:config
+// KEYS[2]        -> dtq:{<ns>/<q>}:schedule
+// per item i (from 0):
+// KEYS[3+2i]     -> dtq:{<ns>/<q>}:task:<id>
+// KEYS[4+2i]     -> dtq:{<ns>/<q>}:stream:p<band> (the entry's)
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> now, Unix ms
+// ARGV[3]        -> now, RFC 3339
+// per item i, completeItemArgs from ARGV[4+W*i], unpacked as:
+// msgid          -> entry id
+// worker         -> worker id
+// runAttempt     -> the attempt the execution ran
+// kind           -> "ok", "error" or "cancel"
+// res            -> result JSON ("" none)
+// errmsg         -> error message
+// class          -> error class
+// retryable      -> "1" or "0"
+// jitter         -> retry jitter sample in [-1, 1]
+//
 // Returns one reply per item: {state}, the new state; {"stale", state} for a
 // stale completion (state "" when the task is gone); or {"err", message} for a
 // Redis error in that item only.
-var completeBatchScript = script(`
+var completeBatchScript = script(batchBody(completeItemArgs, `
 local now, nowtxt = ARGV[2], ARGV[3]
 local cfg -- read on first use
 -- Entries to acknowledge, by stream: one XACK and one XDEL per stream at the
@@ -523,8 +592,7 @@ local function ack(stream, msgid)
   ids[#ids + 1] = msgid
 end
 local function complete(tk, stream, a)
-  local msgid, worker, runAttempt, kind = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local res, errmsg, class, retryable, jitter = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+  local msgid, worker, runAttempt, kind, res, errmsg, class, retryable, jitter = unpack(ARGV, a, a + W - 1)
   local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "msg", "ikey", "type", "worker_id")
   local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
   if state ~= "Running" or h[5] ~= msgid or h[8] ~= worker or h[3] ~= runAttempt then
@@ -575,14 +643,14 @@ end
 
 local out = {}
 for i = 0, (#KEYS - 2) / 2 - 1 do
-  out[i + 1] = try(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 4 + 9 * i)
+  out[i + 1] = try(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 4 + W * i)
 end
 for _, stream in ipairs(streams) do
-  redis.call("XACK", stream, "workers", unpack(acks[stream]))
+  redis.call("XACK", stream, GROUP, unpack(acks[stream]))
   redis.call("XDEL", stream, unpack(acks[stream]))
 end
 return out
-`)
+`))
 
 // touchScript resets the idle time of in-flight entries (XCLAIM JUSTID, idle
 // 0) so a live worker's long tasks are not reclaimed, fenced like
@@ -591,35 +659,48 @@ return out
 // pending for this consumer. An entry another worker has reclaimed is left to
 // its new owner: never claimed back.
 //
-// KEYS per item i (from 0): KEYS[1+2i] task hash, KEYS[2+2i] the entry's stream.
-// ARGV[1] prefix, [2] consumer, then 3 per item from ARGV[3+3i]: entry id,
-// worker id, attempt.
+// per item i (from 0):
+// KEYS[1+2i]     -> dtq:{<ns>/<q>}:task:<id>
+// KEYS[2+2i]     -> dtq:{<ns>/<q>}:stream:p<band> (the entry's)
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> consumer
+// per item i, touchItemArgs from ARGV[3+W*i], unpacked as:
+// msgid          -> entry id
+// worker         -> worker id
+// attempt        -> the attempt the execution runs
+//
 // Returns the positions (from 1) of the items that are no longer their
 // execution's: their handlers should stop.
-var touchScript = script(`
+var touchScript = script(batchBody(touchItemArgs, `
 local consumer = ARGV[2]
 local lost = {}
 for i = 0, #KEYS / 2 - 1 do
-  local stream, a = KEYS[2 + 2 * i], 3 + 3 * i
-  local msgid, worker, attempt = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local stream, a = KEYS[2 + 2 * i], 3 + W * i
+  local msgid, worker, attempt = unpack(ARGV, a, a + W - 1)
   local h = redis.call("HMGET", KEYS[1 + 2 * i], "state", "msg", "worker_id", "attempt")
   if h[1] == "Running" and h[2] == msgid and h[3] == worker and h[4] == attempt and
-    #redis.call("XPENDING", stream, "workers", msgid, msgid, 1, consumer) == 1 then
-    redis.call("XCLAIM", stream, "workers", consumer, 0, msgid, "JUSTID")
+    #redis.call("XPENDING", stream, GROUP, msgid, msgid, 1, consumer) == 1 then
+    redis.call("XCLAIM", stream, GROUP, consumer, 0, msgid, "JUSTID")
   else
     lost[#lost + 1] = i + 1
   end
 end
 return lost
-`)
+`))
 
 // promoteScript moves up to ARGV[4] due schedule members to their streams:
 // Pending keeps its attempt, Retrying gets attempt+1, an expired one (Retrying
 // included) ends Expired, a cancel-requested one Cancelled; members whose task
 // is missing or in any other state are dropped.
 //
-// KEYS[1] schedule.
-// ARGV[1] prefix, [2] now ms, [3] nowtxt, [4] limit.
+// KEYS[1]        -> dtq:{<ns>/<q>}:schedule
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> now, Unix ms
+// ARGV[3]        -> now, RFC 3339
+// ARGV[4]        -> limit
+//
 // Returns {moved, score of the next member or ""}.
 var promoteScript = script(`
 local now = ARGV[2]
@@ -654,8 +735,14 @@ return {moved, nxt[2] or ""}
 // once (schedule member or stream entry removed, record failed); Running gets
 // cancel_requested and a TaskCancelRequested event.
 //
-// KEYS[1] task hash, KEYS[2] schedule.
-// ARGV[1] prefix, [2] task id, [3] now ms, [4] nowtxt.
+// KEYS[1]        -> dtq:{<ns>/<q>}:task:<id>
+// KEYS[2]        -> dtq:{<ns>/<q>}:schedule
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> task id
+// ARGV[3]        -> now, Unix ms
+// ARGV[4]        -> now, RFC 3339
+//
 // Returns {"notfound"}, {"terminal", state} or {state after the call}.
 var cancelScript = script(`
 local tk, id, now = KEYS[1], ARGV[2], ARGV[3]
@@ -686,9 +773,15 @@ return {"Cancelled"}
 // nothing and answers "ok", so a caller that lost the reply (or crashed
 // before recording it) retries once.
 //
-// KEYS[1] task hash, KEYS[2] dead-letter stream.
-// ARGV[1] prefix, [2] task id, [3] now ms, [4] nowtxt, [5] retry token ("":
-// a dead-letter requeue).
+// KEYS[1]        -> dtq:{<ns>/<q>}:task:<id>
+// KEYS[2]        -> dtq:{<ns>/<q>}:dead-letter
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> task id
+// ARGV[3]        -> now, Unix ms
+// ARGV[4]        -> now, RFC 3339
+// ARGV[5]        -> retry token ("": a dead-letter requeue)
+//
 // Returns {"notfound"}, {"conflict", state} or {"ok", HGETALL task}.
 var requeueScript = script(`
 local tk, id, now, token = KEYS[1], ARGV[2], ARGV[3], ARGV[5]
@@ -718,8 +811,11 @@ return {"ok", redis.call("HGETALL", tk)}
 // discardScript removes a task's dead-letter entry; the task stays DeadLettered
 // and is marked discarded.
 //
-// KEYS[1] task hash, KEYS[2] dead-letter stream.
-// ARGV[1] prefix.
+// KEYS[1]        -> dtq:{<ns>/<q>}:task:<id>
+// KEYS[2]        -> dtq:{<ns>/<q>}:dead-letter
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+//
 // Returns "ok", "notfound" (task) or "noentry" (no dead-letter entry).
 var discardScript = script(`
 local h = redis.call("HMGET", KEYS[1], "state", "dlq")
@@ -733,7 +829,10 @@ return "ok"
 // purgeScript empties the dead-letter stream exactly (XTRIM MAXLEN 0 without
 // "~", original defect 9).
 //
-// KEYS[1] dead-letter stream. ARGV[1] prefix.
+// KEYS[1]        -> dtq:{<ns>/<q>}:dead-letter
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+//
 // Returns the number of entries removed.
 var purgeScript = script(`
 local n = redis.call("XLEN", KEYS[1])
@@ -743,7 +842,12 @@ return n
 
 // pauseScript sets or clears the paused flag and appends the queue event.
 //
-// KEYS[1] paused. ARGV[1] prefix, [2] "1" pause / "0" resume, [3] now ms.
+// KEYS[1]        -> dtq:{<ns>/<q>}:paused
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> "1" pause, "0" resume
+// ARGV[3]        -> now, Unix ms
+//
 // Returns 1 when the flag changed, else 0.
 var pauseScript = script(`
 local changed
@@ -760,13 +864,17 @@ return changed
 // removeConsumerScript deletes a consumer from every band's group, but only
 // when it has no pending entries in any of them (DELCONSUMER would drop them).
 //
-// KEYS[1..10] streams p0..p9. ARGV[1] prefix, [2] consumer.
+// KEYS[1..10]    -> dtq:{<ns>/<q>}:stream:p0 .. dtq:{<ns>/<q>}:stream:p9
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> consumer
+//
 // Returns 1 when removed, 0 when the consumer has pending entries.
 var removeConsumerScript = script(`
 for i = 1, 10 do
-  if #redis.call("XPENDING", KEYS[i], "workers", "-", "+", 1, ARGV[2]) > 0 then return 0 end
+  if #redis.call("XPENDING", KEYS[i], GROUP, "-", "+", 1, ARGV[2]) > 0 then return 0 end
 end
-for i = 1, 10 do redis.call("XGROUP", "DELCONSUMER", KEYS[i], "workers", ARGV[2]) end
+for i = 1, 10 do redis.call("XGROUP", "DELCONSUMER", KEYS[i], GROUP, ARGV[2]) end
 return 1
 `)
 

@@ -253,10 +253,6 @@ type submitItem struct {
 	trace    string
 }
 
-// submitItemArgs is the number of submitBatchScript arguments per item (see
-// its ARGV), which submitBatch appends in that order.
-const submitItemArgs = 14
-
 // submitBatch runs submitBatchScript for items and maps each item's reply.
 func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem) ([]SubmitResult, []error, error) {
 	k := keysFor(q)
@@ -282,8 +278,9 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 			fromCR = "1"
 		}
 		keys = append(keys, k.task(r.ID), idemKey)
-		args = append(args, r.ID, r.IdempotencyKey, len(it.payload), r.Type, it.payload,
-			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.meta, it.trace)
+		item := [submitItemArgs]any{r.ID, r.IdempotencyKey, len(it.payload), r.Type, it.payload,
+			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.meta, it.trace}
+		args = append(args, item[:]...)
 	}
 	sc := b.fast
 	if b.replicaAck != nil {
