@@ -34,19 +34,8 @@ import (
 // redis.call inside a script (Redis 7), so the engine's scripts work under
 // the user as long as they touch only the namespace's queues.
 
-// AppKeyPrefix is the prefix of the keys a namespace's handlers may use for
-// their own state ("dtq:app:<ns>:"), e.g. IdempotentOperation records. The
-// namespace's ACL user may use these keys and its queues' keys
-// ("dtq:{<ns>/<queue>}:..."), nothing else.
-func AppKeyPrefix(namespace string) string { return "dtq:app:" + namespace + ":" }
-
 // NamespaceUser is the ACL user name of a namespace's workers.
 func NamespaceUser(namespace string) string { return "dtq-ns-" + namespace }
-
-// namespaceKeyPattern matches the keys of every queue of ns (keysFor's
-// "dtq:{<ns>/<queue>}:" prefixes). Namespaces are DNS labels: they hold no
-// glob characters, and "/" ends them.
-func namespaceKeyPattern(ns string) string { return "dtq:{" + ns + "/*" }
 
 // namespaceUserPrefix starts every NamespaceUser name.
 const namespaceUserPrefix = "dtq-ns-"

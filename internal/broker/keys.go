@@ -98,6 +98,17 @@ func luaKeys() string {
 // hash tag: its own tag is the namespace.
 func namespaceQueues(ns string) string { return "dtq:{" + ns + "}:queues" }
 
+// namespaceKeyPattern matches the keys of every queue of ns (keysFor's
+// "dtq:{<ns>/<queue>}:" prefixes). Namespaces are DNS labels: they hold no
+// glob characters, and "/" ends them.
+func namespaceKeyPattern(ns string) string { return "dtq:{" + ns + "/*" }
+
+// AppKeyPrefix is the prefix of the keys a namespace's handlers may use for
+// their own state ("dtq:app:<ns>:"), e.g. IdempotentOperation records. The
+// namespace's ACL user may use these keys and its queues' keys
+// ("dtq:{<ns>/<queue>}:..."), nothing else.
+func AppKeyPrefix(namespace string) string { return "dtq:app:" + namespace + ":" }
+
 // streams returns the ten band streams, p0..p9.
 func (k keys) streams() []string {
 	s := make([]string, Bands)
