@@ -275,13 +275,17 @@ const (
 // "local a, b, c = unpack(ARGV, a, a + W - 1)" with a the item's first index.
 var itemUnpack = regexp.MustCompile(`local ([\w, ]+) =\s*unpack\(ARGV, a, a \+ W - 1\)`)
 
+// itemPositional is an item argument read by position (ARGV[a + 9]).
+var itemPositional = regexp.MustCompile(`ARGV\[a\b`)
+
 // batchBody is body preceded by "local W = width", for a batch script whose
 // items take width ARGV each. It panics (at package initialisation) unless
-// the body has exactly one itemUnpack line naming width arguments, so the
-// width in Go and the names in Lua cannot disagree.
+// the body has exactly one itemUnpack line naming width arguments and reads
+// no item argument by position, so the width in Go and the names in Lua
+// cannot disagree.
 func batchBody(width int, body string) string {
 	m := itemUnpack.FindAllStringSubmatch(body, -1)
-	if len(m) != 1 || len(strings.Split(m[0][1], ",")) != width {
+	if len(m) != 1 || len(strings.Split(m[0][1], ",")) != width || itemPositional.MatchString(body) {
 		panic(fmt.Sprintf("broker: a batch script must unpack its %d item arguments in one line, found %q", width, m))
 	}
 	return "local W = " + strconv.Itoa(width) + "\n" + body
@@ -326,7 +330,8 @@ func batchBody(width int, body string) string {
 // trace          -> W3C traceparent ("" none; stored as the task's trace field)
 //
 // It also adds each item's answer to the queue's counters (dtq:{<ns>/<q>}:stats,
-// one HINCRBY per kind of answer in the batch; see metrics.go).
+// one HINCRBY per kind of answer in the batch; see metrics.go); a submit naming
+// an existing task's ID (a retry with the same ID) is not counted.
 // Returns {"notfound"} (queue config missing: nothing written) or
 // {"ok", {item reply}...} with one reply per item, one of
 //
@@ -365,8 +370,8 @@ local queued = {} -- IDs of the new tasks, for the batch's one TaskQueued event
 local function submit(tk, rk, a)
   local id, ikey, size, typ, payload, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, meta, trace =
     unpack(ARGV, a, a + W - 1)
-  if tonumber(size) > maxPayload then return {"toolarge", cfg[2]} end
-  if chosen == "1" and redis.call("EXISTS", tk) == 1 then
+  if tonumber(size) > maxPayload then return {"toolarge", cfg[2]}, "refused:PAYLOAD_TOO_LARGE" end
+  if chosen == "1" and redis.call("EXISTS", tk) == 1 then -- a retry with the same ID: not counted
     return {"dup", id, redis.call("HGETALL", tk), redis.call("GET", k_result(id))}
   end
   if ikey ~= "" then
@@ -374,8 +379,8 @@ local function submit(tk, rk, a)
     if cur then
       local ok, rec = pcall(cjson.decode, cur)
       if ok and type(rec) == "table" and type(rec.task_id) == "string" and redis.call("EXISTS", k_task(rec.task_id)) == 1 then
-        if rec.state == "processing" then return {"busy", rec.task_id} end
-        return {"dup", rec.task_id, redis.call("HGETALL", k_task(rec.task_id)), redis.call("GET", k_result(rec.task_id))}
+        if rec.state == "processing" then return {"busy", rec.task_id}, "refused:IDEMPOTENCY_IN_PROGRESS" end
+        return {"dup", rec.task_id, redis.call("HGETALL", k_task(rec.task_id)), redis.call("GET", k_result(rec.task_id))}, "duplicate"
       end
       redis.call("DEL", rk) -- stale: its task is gone, so this is new work
     end
@@ -384,7 +389,7 @@ local function submit(tk, rk, a)
     depth = redis.call("ZCARD", KEYS[2])
     for i = 3, 12 do depth = depth + redis.call("XLEN", KEYS[i]) end
   end
-  if depth >= maxDepth then return {"full", depth, cfg[1]} end
+  if depth >= maxDepth then return {"full", depth, cfg[1]}, "refused:QUEUE_FULL" end
 
   if maxAttempts == "0" then maxAttempts = cfg[3] end
   if timeout == "0" then timeout = cfg[4] end
@@ -412,7 +417,7 @@ local function submit(tk, rk, a)
   if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg else f[#f + 1] = "available_at"; f[#f + 1] = avail end
   redis.call("HSET", tk, unpack(f))
   queued[#queued + 1] = id
-  return {"new", state, maxAttempts, timeout}
+  return {"new", state, maxAttempts, timeout}, "accepted"
 end
 
 -- index_new trims the index's oldest entries whose task is gone, then adds
@@ -428,19 +433,14 @@ local function index_new()
   redis.call("ZADD", KEYS[13], unpack(z))
 end
 
--- The queue's counters (see count in luaLib) by reply; "dup" counts only a
--- replay of another task's record, not a submit naming an existing task's ID
--- (a retry with the same ID, which submits nothing).
-local COUNTED = {new = "accepted", busy = "refused:IDEMPOTENCY_IN_PROGRESS", full = "refused:QUEUE_FULL",
-  toolarge = "refused:PAYLOAD_TOO_LARGE"}
+-- counts holds the queue's counters (see count in luaLib) by the field
+-- submit names beside its reply.
 local counts = {}
 local out = {}
 for i = 0, (#ARGV - 3) / W - 1 do
-  local a = 4 + W * i
-  local ok, r = pcall(submit, KEYS[14 + 2 * i], KEYS[15 + 2 * i], a)
+  local ok, r, f = pcall(submit, KEYS[14 + 2 * i], KEYS[15 + 2 * i], 4 + W * i)
   out[i + 1] = ok and r or {"err", type(r) == "table" and r.err or tostring(r)}
-  local f = ok and (COUNTED[r[1]] or (r[1] == "dup" and r[2] ~= ARGV[a] and "duplicate"))
-  if f then counts[f] = (counts[f] or 0) + 1 end
+  if ok and f then counts[f] = (counts[f] or 0) + 1 end
 end
 -- A failure of the event, the index or a count must not fail tasks already
 -- written: the resync covers a lost event, a task missing from the index is

@@ -42,7 +42,8 @@ func TestLuaKeysMatchGo(t *testing.T) {
 }
 
 // batchBody refuses a batch script whose unpack line does not name exactly
-// its item width, and one without such a line.
+// its item width, one without such a line, and one reading an item argument
+// by position.
 func TestBatchBodyChecksWidth(t *testing.T) {
 	unpack := func(names ...string) string {
 		return "local a = 4 + W * i\nlocal " + strings.Join(names, ", ") + " = unpack(ARGV, a, a + W - 1)\n"
@@ -52,11 +53,12 @@ func TestBatchBodyChecksWidth(t *testing.T) {
 		body   string
 		panics bool
 	}{
-		"names match the width": {width: 3, body: unpack("x", "y", "z")},
-		"one name too many":     {width: 2, body: unpack("x", "y", "z"), panics: true},
-		"one name too few":      {width: 4, body: unpack("x", "y", "z"), panics: true},
-		"positional reads":      {width: 2, body: "local x, y = ARGV[a], ARGV[a + 1]\n", panics: true},
-		"two unpack lines":      {width: 1, body: unpack("x") + unpack("y"), panics: true},
+		"names match the width":  {width: 3, body: unpack("x", "y", "z")},
+		"one name too many":      {width: 2, body: unpack("x", "y", "z"), panics: true},
+		"one name too few":       {width: 4, body: unpack("x", "y", "z"), panics: true},
+		"positional reads":       {width: 2, body: "local x, y = ARGV[a], ARGV[a + 1]\n", panics: true},
+		"two unpack lines":       {width: 1, body: unpack("x") + unpack("y"), panics: true},
+		"positional read beside": {width: 1, body: unpack("x") + "local y = ARGV[a + 1]\n", panics: true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
