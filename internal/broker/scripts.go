@@ -883,8 +883,14 @@ return 1
 // last-delivered-id: their count is XLEN minus the group's pending entries
 // (acknowledged entries are deleted), and the first of them is the oldest.
 //
-// KEYS[1..10] streams p0..p9, KEYS[11] schedule, KEYS[12] dead-letter,
-// KEYS[13] paused, KEYS[14] stats. No ARGV.
+// KEYS[1..10]    -> dtq:{<ns>/<q>}:stream:p0 .. dtq:{<ns>/<q>}:stream:p9
+// KEYS[11]       -> dtq:{<ns>/<q>}:schedule
+// KEYS[12]       -> dtq:{<ns>/<q>}:dead-letter
+// KEYS[13]       -> dtq:{<ns>/<q>}:paused
+// KEYS[14]       -> dtq:{<ns>/<q>}:stats
+//
+// No ARGV (so no luaLib, which reads the prefix from ARGV[1]).
+//
 // Returns {{XLEN, pending, ID of the oldest undelivered entry or ""} per band,
 // ZCARD schedule, XLEN dead-letter, EXISTS paused, HGETALL stats}.
 var queueMetricsScript = redis.NewScript(`
@@ -896,7 +902,7 @@ for i = 1, 10 do
     for _, g in ipairs(redis.call("XINFO", "GROUPS", KEYS[i])) do
       local f = {}
       for j = 1, #g, 2 do f[g[j]] = g[j + 1] end
-      if f.name == "workers" then pending, last = f.pending, f["last-delivered-id"] end
+      if f.name == "` + group + `" then pending, last = f.pending, f["last-delivered-id"] end
     end
     local r = redis.call("XRANGE", KEYS[i], "(" .. last, "+", "COUNT", 1)
     if r[1] then oldest = r[1][1] end
@@ -914,8 +920,14 @@ return {bands, redis.call("ZCARD", KEYS[11]), redis.call("XLEN", KEYS[12]), redi
 // and goes too), then schedule members (delayed and retrying tasks). Entries
 // already delivered are running tasks, left alone.
 //
-// KEYS[1..10] streams p0..p9, KEYS[11] schedule.
-// ARGV[1] prefix, [2] now ms, [3] nowtxt, [4] limit.
+// KEYS[1..10]    -> dtq:{<ns>/<q>}:stream:p0 .. dtq:{<ns>/<q>}:stream:p9
+// KEYS[11]       -> dtq:{<ns>/<q>}:schedule
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> now, Unix ms
+// ARGV[3]        -> now, RFC 3339
+// ARGV[4]        -> limit
+//
 // Returns {cancelled, more}: more is 1 when the limit was reached (call again).
 var purgeQueueScript = script(`
 local now, nowtxt, left = ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -935,7 +947,7 @@ for band = 10, 1, -1 do
     for _, g in ipairs(redis.call("XINFO", "GROUPS", stream)) do
       local f = {}
       for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-      if f.name == "workers" then delivered = f["last-delivered-id"] end
+      if f.name == GROUP then delivered = f["last-delivered-id"] end
     end
     for _, e in ipairs(redis.call("XRANGE", stream, "(" .. delivered, "+", "COUNT", left)) do
       local f = e[2]

@@ -55,8 +55,15 @@ func CounterKey(namespace, name string) string {
 // CounterOpTTL is how long the counter handler's IdempotentOperation record lives.
 const CounterOpTTL = 24 * time.Hour
 
-// incrOnce increments KEYS[1] unless the marker KEYS[2] exists (then it
-// returns the counter unchanged), setting the marker with TTL ARGV[1] ms.
+// incrOnce increments the counter unless the marker exists (then it returns
+// the counter unchanged), setting the marker.
+//
+// KEYS[1]  -> the counter, CounterKey
+// KEYS[2]  -> the marker, <counter>:applied:<operation>
+//
+// ARGV[1]  -> the marker's TTL, ms
+//
+// Returns the counter.
 var incrOnce = redis.NewScript(`
 if redis.call("SET", KEYS[2], "1", "NX", "PX", ARGV[1]) then
   return redis.call("INCR", KEYS[1])

@@ -65,7 +65,14 @@ func WithLease(d time.Duration) OperationOption {
 //
 // running: PEXPIRE lease; done: PEXPIRE ttl.
 
-// acquire: KEYS[1]=key; ARGV[1]=token, ARGV[2]=lease ms, ARGV[3]=now ms.
+// opAcquire takes the record when there is none.
+//
+// KEYS[1]  -> the operation's key (IdempotentOperation's key)
+//
+// ARGV[1]  -> the caller's token
+// ARGV[2]  -> lease, ms
+// ARGV[3]  -> now, Unix ms
+//
 // Returns {"acquired"} | {"done", result} | {"running", pttl}.
 var opAcquire = redis.NewScript(`
 local st = redis.call('HGET', KEYS[1], 'state')
@@ -80,7 +87,14 @@ end
 return {'running', tostring(redis.call('PTTL', KEYS[1]))}
 `)
 
-// renew: KEYS[1]=key; ARGV[1]=token, ARGV[2]=lease ms. 1 when still held.
+// opRenew extends the lease of a running record the caller holds.
+//
+// KEYS[1]  -> the operation's key
+//
+// ARGV[1]  -> the caller's token
+// ARGV[2]  -> lease, ms
+//
+// Returns 1 when still held, else 0.
 var opRenew = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'token') == ARGV[1] and redis.call('HGET', KEYS[1], 'state') == 'running' then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -89,8 +103,16 @@ end
 return 0
 `)
 
-// finish: KEYS[1]=key; ARGV[1]=token, ARGV[2]=result, ARGV[3]=ttl ms, ARGV[4]=now ms.
-// Stores the result unless another holder already stored one (then returns it).
+// opFinish stores the result unless another holder already stored one (then
+// it returns that one).
+//
+// KEYS[1]  -> the operation's key
+//
+// ARGV[1]  -> the caller's token
+// ARGV[2]  -> fn's result, JSON
+// ARGV[3]  -> ttl, ms
+// ARGV[4]  -> now, Unix ms
+//
 // Returns {"stored"} | {"done", result}.
 var opFinish = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'state') == 'done' and redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
@@ -102,7 +124,13 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {'stored'}
 `)
 
-// release: KEYS[1]=key; ARGV[1]=token. Deletes a running record we hold.
+// opRelease deletes a running record the caller holds.
+//
+// KEYS[1]  -> the operation's key
+//
+// ARGV[1]  -> the caller's token
+//
+// Returns 1 when deleted, else 0.
 var opRelease = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'token') == ARGV[1] and redis.call('HGET', KEYS[1], 'state') == 'running' then
   return redis.call('DEL', KEYS[1])
