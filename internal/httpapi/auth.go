@@ -17,8 +17,12 @@ limitations under the License.
 package httpapi
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -29,6 +33,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/dtq-dev/dtq/pkg/client"
 )
@@ -59,9 +64,9 @@ type Authorizer interface {
 
 // AuthOptions configures KubernetesAuth.
 type AuthOptions struct {
-	// TokenTTL is how long a TokenReview answer (valid or not) is cached.
+	// TokenTTL is the longest a TokenReview answer (valid or not) is used.
 	TokenTTL time.Duration
-	// AllowTTL and DenyTTL are how long SubjectAccessReview answers are cached.
+	// AllowTTL and DenyTTL are the longest SubjectAccessReview answers are used.
 	AllowTTL, DenyTTL time.Duration
 }
 
@@ -75,10 +80,36 @@ func DefaultAuthOptions() AuthOptions {
 // kubeAuth authenticates bearer tokens with TokenReview and authorises with
 // SubjectAccessReview, both with k8s.io/apiserver's delegating factories (as
 // kube-rbac-proxy and controller-runtime's metrics filter do), whose caches
-// hold answers for the configured TTLs.
+// hold answers for half the configured TokenTTL and AllowTTL. In front of
+// them, allowed holds the allowed decisions of a token and Attributes for
+// half the shorter of the two, so a steady producer's request skips building
+// their cache keys (a SubjectAccessReview marshalled to JSON per request),
+// and an allow is never older than the configured TTLs: half in a delegating
+// cache, then half here. Denials are not held there: they take the slow path,
+// with its own DenyTTL.
 type kubeAuth struct {
-	authn authenticator.Request
-	authz authorizer.Authorizer
+	authn   authenticator.Request
+	authz   authorizer.Authorizer
+	ttl     time.Duration
+	clock   clock.PassiveClock
+	allowed sync.Map // allowKey -> allowEntry
+	size    atomic.Int64
+}
+
+// maxAllowed bounds kubeAuth.allowed; when full it is emptied (the slow path
+// refills it).
+const maxAllowed = 10000
+
+// allowKey is a token, by its SHA-256 (the token itself is not kept), and
+// what it was allowed to do.
+type allowKey struct {
+	token [sha256.Size]byte
+	a     Attributes
+}
+
+type allowEntry struct {
+	user  string
+	until time.Time
 }
 
 // webhookBackoff retries TokenReview and SubjectAccessReview calls (the
@@ -98,24 +129,46 @@ func KubernetesAuth(cfg *rest.Config, o AuthOptions) (Authorizer, error) {
 		TokenAccessReviewClient:  cs.AuthenticationV1(),
 		TokenAccessReviewTimeout: 10 * time.Second,
 		WebhookRetryBackoff:      &webhookBackoff,
-		CacheTTL:                 o.TokenTTL,
+		CacheTTL:                 o.TokenTTL / 2,
 	}.New()
 	if err != nil {
 		return nil, fmt.Errorf("authenticator: %w", err)
 	}
 	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
 		SubjectAccessReviewClient: cs.AuthorizationV1(),
-		AllowCacheTTL:             o.AllowTTL,
+		AllowCacheTTL:             o.AllowTTL / 2,
 		DenyCacheTTL:              o.DenyTTL,
 		WebhookRetryBackoff:       &webhookBackoff,
 	}.New()
 	if err != nil {
 		return nil, fmt.Errorf("authorizer: %w", err)
 	}
-	return &kubeAuth{authn: authn, authz: authz}, nil
+	return &kubeAuth{authn: authn, authz: authz, ttl: min(o.TokenTTL, o.AllowTTL) / 2, clock: clock.RealClock{}}, nil
 }
 
 func (k *kubeAuth) Authorize(r *http.Request, a Attributes) (string, error) {
+	token, hasToken := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	var key allowKey
+	if hasToken {
+		key = allowKey{token: sha256.Sum256([]byte(token)), a: a}
+		if v, ok := k.allowed.Load(key); ok && k.clock.Now().Before(v.(allowEntry).until) {
+			r.Header.Del("Authorization") // as the authenticator does
+			return v.(allowEntry).user, nil
+		}
+	}
+	user, err := k.authorize(r, a)
+	if err == nil && hasToken && k.ttl > 0 {
+		if k.size.Add(1) > maxAllowed {
+			k.allowed.Clear()
+			k.size.Store(1)
+		}
+		k.allowed.Store(key, allowEntry{user: user, until: k.clock.Now().Add(k.ttl)})
+	}
+	return user, err
+}
+
+// authorize asks the delegating authenticator and authorizer.
+func (k *kubeAuth) authorize(r *http.Request, a Attributes) (string, error) {
 	// The bearer token authenticator removes the Authorization header once it
 	// has accepted it; nothing after this step sees the token.
 	res, ok, err := k.authn.AuthenticateRequest(r)

@@ -29,6 +29,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/apiconv"
@@ -72,16 +73,27 @@ func requestID(r *http.Request) string {
 	return id
 }
 
-// writeJSON writes v with status.
+// buffers hold the bodies writeJSON encodes, for reuse.
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// writeJSON writes v with status, then a newline.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil { // the API's own types always marshal
-		status, body = http.StatusInternalServerError, []byte(`{"code":"INTERNAL_ERROR","message":"encode response","details":{}}`)
+	buf := buffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 64<<10 { // a large list's buffer is left to the GC
+			buffers.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(v); err != nil { // the API's own types always marshal
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"code":"INTERNAL_ERROR","message":"encode response","details":{}}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(buf.Bytes())
 }
 
 // writeError writes err as an error body {code, message, details,
@@ -113,7 +125,7 @@ func invalidRequest(name, format string, a ...any) *client.Error {
 // field named (code INVALID_TASK for a task, else INVALID_REQUEST); a longer
 // body is 413 PAYLOAD_TOO_LARGE.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, code string, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(w, r, limit)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -157,6 +169,21 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, code string
 		return bad("", "body has data after its JSON object")
 	}
 	return nil
+}
+
+// readBody reads r's body, at most limit bytes, into a buffer of the size
+// the request declares when it declares one.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength <= 0 || r.ContentLength > limit {
+		return io.ReadAll(rd)
+	}
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(rd, body); err != nil {
+		return nil, err
+	}
+	// The declared length is all there is (net/http ends the body there).
+	return body, nil
 }
 
 // typeName names the Go type a JSON value should have had, in JSON terms.
