@@ -22,8 +22,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,10 +60,12 @@ import (
 // (KUBEBUILDER_ASSETS); one token, so after the first request every decision
 // comes from the API's caches, as for a steady producer. The producers are
 // pkg/client clients with keep-alive connections, one per producer. Tasks
-// have unique idempotency keys.
+// have unique idempotency keys. A third row measures the HTTP exchange alone
+// (httpFloor), the part of the cost no API can avoid.
 func init() {
 	register(Case{Group: "API", Name: "HTTP submit, unique key", PeerName: "engine Submit", Dtq: httpSubmit, Peer: dtqSubmit(false)})
 	register(Case{Group: "API", Name: "HTTP batch of 100, unique key", PeerName: "engine Submit", Dtq: httpBatch, Peer: dtqSubmit(false)})
+	register(Case{Group: "API", Name: "HTTP exchange alone (floor)", PeerName: "engine Submit", Dtq: httpFloor, Peer: dtqSubmit(false)})
 }
 
 // apiBatch is the batch size of the batch case.
@@ -275,4 +279,48 @@ func batch(ctx context.Context, p Params, q *client.Queue) func(int) error {
 		}
 		return nil
 	}
+}
+
+// httpFloor is the HTTP exchange of "HTTP submit" alone: the same producers,
+// keep-alive connections, request body and answer size, against a handler in
+// this process that reads the body and answers a task's JSON, with no
+// decoding, authentication, engine or Redis. What the HTTP submit row can
+// reach here is bounded by this row's rate and the engine's own cost.
+func httpFloor(ctx context.Context, p Params) (int, time.Duration, error) {
+	now := time.Now().UTC()
+	answer, err := json.Marshal(client.Task{TaskID: broker.NewTaskID(), Namespace: benchQueue.Namespace, Queue: benchQueue.Name,
+		TaskType: "bench", Payload: p.Payload, IdempotencyKey: "key-0", Status: client.StatusQueued, Priority: 5, Attempt: 1,
+		MaxAttempts: 3, TimeoutMs: 30000, CreatedAt: now, AvailableAt: now})
+	if err != nil {
+		return 0, 0, err
+	}
+	body, err := json.Marshal(client.SubmitRequest{TaskType: "bench", Payload: p.Payload, IdempotencyKey: "key-0"})
+	if err != nil {
+		return 0, 0, err
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write(answer)
+	}))
+	defer srv.Close()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = p.Producers
+	hc := &http.Client{Transport: tr}
+	url := srv.URL + "/api/v1/namespaces/" + benchQueue.Namespace + "/queues/" + benchQueue.Name + "/tasks"
+	d, err := parallel(p.Tasks, p.Producers, func(int) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	})
+	return p.Tasks, d, err
 }
