@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -78,7 +79,13 @@ func PasswordHash(password string) string {
 
 // ACL manages the namespace users. On Redis Cluster every change is applied
 // to every node (ACL users are per node and not replicated).
-type ACL struct{ rdb redis.UniversalClient }
+type ACL struct {
+	rdb redis.UniversalClient
+	// noSetInfo is set once a server refused clientSetInfo, so later users are
+	// created without trying it (one refused command per process, not one per
+	// namespace in dtq_redis_command_errors_total).
+	noSetInfo atomic.Bool
+}
 
 // NewACL returns an ACL on rdb, whose user needs the ACL command.
 func NewACL(rdb redis.UniversalClient) *ACL { return &ACL{rdb: rdb} }
@@ -107,15 +114,22 @@ const clientSetInfo = "+client|setinfo"
 func (a *ACL) SetNamespaceUser(ctx context.Context, ns, password string, acceptHashes []string) error {
 	args := append([]any{"ACL", "SETUSER", NamespaceUser(ns)}, namespaceUserRules(ns, password, acceptHashes)...)
 	return a.eachNode(ctx, func(ctx context.Context, c doer) error {
-		err := c.Do(ctx, append(args, clientSetInfo)...).Err()
-		if err != nil && strings.Contains(err.Error(), "client|setinfo") { // before Redis 7.2
-			err = c.Do(ctx, args...).Err()
+		if !a.noSetInfo.Load() {
+			err := c.Do(ctx, append(args, clientSetInfo)...).Err()
+			if err == nil || !strings.Contains(err.Error(), "client|setinfo") {
+				return setUserErr(ns, err)
+			}
+			a.noSetInfo.Store(true) // before Redis 7.2
 		}
-		if err != nil {
-			return fmt.Errorf("broker: ACL SETUSER %s: %w", NamespaceUser(ns), err)
-		}
-		return nil
+		return setUserErr(ns, c.Do(ctx, args...).Err())
 	})
+}
+
+func setUserErr(ns string, err error) error {
+	if err != nil {
+		return fmt.Errorf("broker: ACL SETUSER %s: %w", NamespaceUser(ns), err)
+	}
+	return nil
 }
 
 // DeleteNamespaceUser deletes ns's user; Redis closes its connections.

@@ -17,6 +17,7 @@ limitations under the License.
 package broker
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -156,4 +157,27 @@ func TestNamespaceUserIsolation(t *testing.T) {
 			t.Fatalf("PasswordHashes after delete = %v, %v", h, err)
 		}
 	})
+}
+
+// On a server without CLIENT SETINFO (before Redis 7.2) ACL SETUSER with it
+// is refused once per ACL, not once per namespace; on a newer one never.
+func TestSetNamespaceUserTriesSetInfoOnce(t *testing.T) {
+	admin := redistest.Start(t).Client()
+	acl := NewACL(admin)
+	for _, ns := range []string{"a", "b", "c"} {
+		if err := acl.SetNamespaceUser(ctx, ns, "pw-"+ns, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`cmdstat_acl\|setuser:calls=(\d+),.*failed_calls=(\d+)`).FindStringSubmatch(stats)
+	if m == nil {
+		t.Fatalf("no ACL SETUSER in INFO commandstats:\n%s", stats)
+	}
+	if m[2] != "0" && m[2] != "1" {
+		t.Errorf("ACL SETUSER failed %s times of %s calls for three namespaces, want at most once", m[2], m[1])
+	}
 }
