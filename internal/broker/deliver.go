@@ -240,7 +240,8 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 			reclaimed = 1
 		}
 		keys = append(keys, k.task(it.d.TaskID), k.stream(it.d.Band))
-		item := [startItemArgs]any{it.d.MessageID, it.d.Attempt, reclaimed, it.worker}
+		//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra argument does not compile
+		var item [startItemArgs]any = [...]any{it.d.MessageID, it.d.Attempt, reclaimed, it.worker}
 		args = append(args, item[:]...)
 	}
 	replies, err := startBatchScript.Run(ctx, b.fast, keys, args...).Slice()
@@ -326,7 +327,8 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 			jitter = strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64)
 		}
 		keys = append(keys, k.task(it.x.TaskID), k.stream(it.x.Band))
-		item := [completeItemArgs]any{it.x.MessageID, it.x.WorkerID, it.x.Attempt, it.kind, it.result, it.err, it.class, it.retryable, jitter}
+		//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra argument does not compile
+		var item [completeItemArgs]any = [...]any{it.x.MessageID, it.x.WorkerID, it.x.Attempt, it.kind, it.result, it.err, it.class, it.retryable, jitter}
 		args = append(args, item[:]...)
 	}
 	replies, err := completeBatchScript.Run(ctx, b.fast, keys, args...).Slice()
@@ -390,7 +392,8 @@ func (b *Broker) Touch(ctx context.Context, q QueueRef, consumer string, xs []Ex
 	args = append(args, k.prefix, consumer)
 	for _, x := range xs {
 		keys = append(keys, k.task(x.TaskID), k.stream(x.Band))
-		item := [touchItemArgs]any{x.MessageID, x.WorkerID, x.Attempt}
+		//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra argument does not compile
+		var item [touchItemArgs]any = [...]any{x.MessageID, x.WorkerID, x.Attempt}
 		args = append(args, item[:]...)
 	}
 	pos, err := touchScript.Run(ctx, b.rdb, keys, args...).Int64Slice()

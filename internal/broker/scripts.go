@@ -37,7 +37,9 @@ import (
 // A batch script takes a fixed number of ARGV per item, a Go constant
 // (submitItemArgs, ...) that batchBody gives the script as W; the item loop
 // unpacks one item's arguments into named locals in one line, which batchBody
-// checks names exactly W of them.
+// checks names exactly W of them; the Go side builds each item as an array of
+// that constant's length from a [...] literal, so a missing or extra argument
+// does not compile.
 //
 // Times are Unix milliseconds passed in by Go from the injected clock; nowtxt is
 // the same instant as RFC 3339 for the idempotency record's updated_at.

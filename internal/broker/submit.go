@@ -278,7 +278,8 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 			fromCR = "1"
 		}
 		keys = append(keys, k.task(r.ID), idemKey)
-		item := [submitItemArgs]any{r.ID, r.IdempotencyKey, len(it.payload), r.Type, it.payload,
+		//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra argument does not compile
+		var item [submitItemArgs]any = [...]any{r.ID, r.IdempotencyKey, len(it.payload), r.Type, it.payload,
 			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.meta, it.trace}
 		args = append(args, item[:]...)
 	}
