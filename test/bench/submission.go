@@ -132,6 +132,14 @@ func floorSubmit(ctx context.Context, p Params) (int, time.Duration, error) {
 	return p.Tasks, d, err
 }
 
+// floorScript is the contract floor's write per task: the idempotency record,
+// the task hash with its payload, the stream entry.
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:stream:p<band>
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> now, RFC 3339
+// per task, three from ARGV[3]: task id, idempotency key, payload
 var floorScript = redis.NewScript(`
 local P, now = ARGV[1], ARGV[2]
 for a = 3, #ARGV, 3 do
