@@ -69,9 +69,9 @@ func TestKubeAuthHoldsAllowedDecisions(t *testing.T) {
 		t.Helper()
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
 		r.Header.Set("Authorization", "Bearer "+token)
-		user, err := k.Authorize(r, a)
-		if err == nil && user != "alice" {
-			t.Errorf("user %q, want alice", user)
+		name, err := k.Authorize(r, a)
+		if err == nil && name != "alice" {
+			t.Errorf("user %q, want alice", name)
 		}
 		if h := r.Header.Get("Authorization"); err == nil && h != "" {
 			t.Errorf("Authorization header %q left on an allowed request", h)
