@@ -73,35 +73,17 @@ func (b *Broker) Paused(ctx context.Context, q QueueRef) (bool, error) {
 	return n == 1, nil
 }
 
-// Stats returns the queue's backlog.
+// Stats returns the queue's backlog, from one QueueMetrics read.
 func (b *Broker) Stats(ctx context.Context, q QueueRef) (QueueStats, error) {
-	k := keysFor(q)
-	var lens [Bands]*redis.IntCmd
-	var pend [Bands]*redis.XPendingCmd
-	var sched, dlq, paused *redis.IntCmd
-	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range Bands {
-			lens[i] = p.XLen(ctx, k.stream(i))
-			pend[i] = p.XPending(ctx, k.stream(i), group)
-		}
-		sched = p.ZCard(ctx, k.schedule())
-		dlq = p.XLen(ctx, k.deadLetter())
-		paused = p.Exists(ctx, k.paused())
-		return nil
-	})
+	m, err := b.QueueMetrics(ctx, q)
 	if err != nil {
-		return QueueStats{}, fmt.Errorf("broker: stats of %s: %w", q, err)
+		return QueueStats{}, err
 	}
-	var s QueueStats
-	for i := range Bands {
-		s.Bands[i] = lens[i].Val()
-		s.Depth += s.Bands[i]
-		s.InFlight += pend[i].Val().Count
+	s := QueueStats{Bands: m.Lengths, InFlight: m.InFlight, Scheduled: m.Scheduled, DeadLettered: m.DeadLettered, Paused: m.Paused}
+	for _, n := range m.Lengths {
+		s.Depth += n
 	}
 	s.Queued = s.Depth - s.InFlight
-	s.Scheduled = sched.Val()
-	s.DeadLettered = dlq.Val()
-	s.Paused = paused.Val() == 1
 	return s, nil
 }
 
