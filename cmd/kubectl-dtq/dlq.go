@@ -18,6 +18,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -182,34 +183,43 @@ func newDLQDiscardCommand(c *cli) *cobra.Command {
 }
 
 func newDLQPurgeCommand(c *cli) *cobra.Command {
-	var yes bool
-	cmd := &cobra.Command{
+	return c.purgeCommand(&cobra.Command{
 		Use:   "purge QUEUE",
 		Short: "Remove every dead-letter entry of a queue (asks first, or --yes)",
 		Example: `  kubectl dtq dlq purge emails
   kubectl dtq dlq purge emails --yes`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			q, err := c.apiQueue(args[0])
-			if err != nil {
-				return err
-			}
-			if !yes {
-				st, err := q.Stats(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if err := c.confirm(fmt.Sprintf("Remove all %d dead-letter entries of queue %s/%s?", st.DeadLettered, st.Namespace, st.Queue)); err != nil {
-					return err
-				}
-			}
-			n, err := q.Purge(cmd.Context())
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(c.streams.Out, "%d dead-letter entries purged\n", n)
+	}, func(st *client.QueueStats) string {
+		return fmt.Sprintf("Remove all %d dead-letter entries of queue %s/%s?", st.DeadLettered, st.Namespace, st.Queue)
+	}, (*client.Queue).Purge, "dead-letter entries purged")
+}
+
+// purgeCommand completes cmd, a verb on one queue (QUEUE) that empties part
+// of it: unless --yes it asks the question built from the queue's stats
+// (confirm), then runs purge and prints "<count> <done>".
+func (c *cli) purgeCommand(cmd *cobra.Command, question func(*client.QueueStats) string,
+	purge func(*client.Queue, context.Context) (int64, error), done string) *cobra.Command {
+	var yes bool
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		q, err := c.apiQueue(args[0])
+		if err != nil {
 			return err
-		},
+		}
+		if !yes {
+			st, err := q.Stats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := c.confirm(question(st)); err != nil {
+				return err
+			}
+		}
+		n, err := purge(q, cmd.Context())
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.streams.Out, "%d %s\n", n, done)
+		return err
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Do not ask.")
 	return cmd

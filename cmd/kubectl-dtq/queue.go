@@ -162,8 +162,7 @@ Without QUEUE: every queue of the namespace.`,
 }
 
 func newQueuePurgeCommand(c *cli) *cobra.Command {
-	var yes bool
-	cmd := &cobra.Command{
+	return c.purgeCommand(&cobra.Command{
 		Use:   "purge QUEUE",
 		Short: "Cancel every waiting task of a queue (asks first, or --yes)",
 		Long: `purge cancels, through the dtq HTTP API, every task waiting in the queue: queued
@@ -172,30 +171,8 @@ with its idempotency record failed, as a cancel ends it; running tasks finish. T
 objects of the purged tasks follow them. The dead letters stay (kubectl dtq dlq purge).`,
 		Example: `  kubectl dtq queue purge emails
   kubectl dtq queue pause emails && kubectl dtq queue purge emails --yes`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			q, err := c.apiQueue(args[0])
-			if err != nil {
-				return err
-			}
-			if !yes {
-				st, err := q.Stats(cmd.Context())
-				if err != nil {
-					return err
-				}
-				waiting := st.Depth - st.InFlight + st.Scheduled
-				if err := c.confirm(fmt.Sprintf("Cancel the %d waiting tasks of queue %s/%s?", waiting, st.Namespace, st.Queue)); err != nil {
-					return err
-				}
-			}
-			n, err := q.PurgeTasks(cmd.Context())
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(c.streams.Out, "%d tasks cancelled\n", n)
-			return err
-		},
-	}
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Do not ask.")
-	return cmd
+	}, func(st *client.QueueStats) string {
+		waiting := st.Depth - st.InFlight + st.Scheduled
+		return fmt.Sprintf("Cancel the %d waiting tasks of queue %s/%s?", waiting, st.Namespace, st.Queue)
+	}, (*client.Queue).PurgeTasks, "tasks cancelled")
 }
