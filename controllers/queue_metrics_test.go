@@ -17,9 +17,6 @@ limitations under the License.
 package controllers
 
 import (
-	"slices"
-	"strings"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -35,30 +32,7 @@ import (
 func queueSeries(g Gomega, reg prometheus.Gatherer, ns string) map[string]float64 {
 	mfs, err := reg.Gather()
 	g.Expect(err).NotTo(HaveOccurred())
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "dtq_queue_") {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var labels []string
-			inNS := false
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "namespace" {
-					inNS = l.GetValue() == ns
-					continue
-				}
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			if !inNS {
-				continue
-			}
-			slices.Sort(labels)
-			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
-			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
-		}
-	}
-	return out
+	return testutil.Series(mfs, "dtq_queue_", ns)
 }
 
 var _ = Describe("Queue metrics", func() {

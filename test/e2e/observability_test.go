@@ -33,7 +33,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 	"github.com/dtq-dev/dtq/internal/tracing"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
@@ -370,38 +370,7 @@ func scrapeSeriesAs(t *testing.T, url, token, ns string) map[string]float64 {
 	if err != nil {
 		t.Fatalf("parse %s: %v", url, err)
 	}
-	out := map[string]float64{}
-	for name, mf := range fams {
-		if !strings.HasPrefix(name, "dtq_") {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var labels []string
-			inNS := ns == ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "namespace" {
-					inNS = l.GetValue() == ns
-					continue
-				}
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			if !inNS {
-				continue
-			}
-			slices.Sort(labels)
-			ls := "{" + strings.Join(labels, ",") + "}"
-			switch mf.GetType() {
-			case dto.MetricType_HISTOGRAM:
-				out[name+"_count"+ls] = float64(m.GetHistogram().GetSampleCount())
-				out[name+"_sum"+ls] = m.GetHistogram().GetSampleSum()
-			case dto.MetricType_COUNTER:
-				out[name+ls] = m.GetCounter().GetValue()
-			default:
-				out[name+ls] = m.GetGauge().GetValue()
-			}
-		}
-	}
-	return out
+	return testutil.Series(slices.Collect(maps.Values(fams)), "dtq_", ns)
 }
 
 // diffSeries compares want with got, ignoring got's keys that contain ignore.
