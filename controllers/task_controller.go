@@ -66,7 +66,7 @@ type TaskReconciler struct {
 	CoalesceWindow time.Duration
 	// RoutineEvents also records the Normal Submitted and Succeeded Events.
 	RoutineEvents bool
-	// APIReader reads the payload, which the cache does not hold (task_payload.go).
+	// APIReader reads a payload the cache dropped for its size (task_payload.go).
 	APIReader client.Reader
 
 	tombstones *tombstones

@@ -43,29 +43,37 @@ import (
 // breakdown when a change adds a request; raising a budget on purpose is one
 // edit here, with the reason in the comment.
 const (
-	// budgetTaskGets: the payload read (task_payload.go): the cache holds
-	// Tasks without their payload.
-	budgetTaskGets = 1
+	// budgetTaskGets: none; the cache keeps payloads up to
+	// cachedPayloadLimit (task_payload.go), and these Tasks' are smaller.
+	budgetTaskGets = 0
+	// budgetLargePayloadTaskGets: the one read of a payload larger than
+	// cachedPayloadLimit, which the cache drops.
+	budgetLargePayloadTaskGets = 1
 	// budgetTaskStatusUpdates: the one status write of a fast task; with the
 	// user's create, 2.0 Task writes per task.
 	budgetTaskStatusUpdates = 1
 )
 
-// perTaskBudget is the budget per Task of each "verb resource[/subresource]"
-// the manager may request per Task; any other request on tasks or events is
-// over budget.
-var perTaskBudget = map[string]int{
-	"get tasks":           budgetTaskGets,
-	"update tasks/status": budgetTaskStatusUpdates,
-}
+// The budgets per Task of each "verb resource[/subresource]" the manager may
+// request per Task; any other request on tasks or events is over budget.
+var (
+	smallPayloadBudget = map[string]int{
+		"get tasks":           budgetTaskGets,
+		"update tasks/status": budgetTaskStatusUpdates,
+	}
+	largePayloadBudget = map[string]int{
+		"get tasks":           budgetLargePayloadTaskGets,
+		"update tasks/status": budgetTaskStatusUpdates,
+	}
+)
 
 // perQueueAllowance bounds the requests on any other resource while the Tasks
 // run: those are per Queue and per timer (Queue status, worker Deployment,
-// Redis user Secret), not per Task, so with perTaskRuns Tasks a request added
+// Redis user Secret), not per Task, so with requestRuns Tasks a request added
 // per Task exceeds it.
 const (
-	perTaskRuns        = 40
-	perQueueAllowance  = perTaskRuns / 4
+	requestRuns        = 40
+	perQueueAllowance  = requestRuns / 4
 	requestsSettleTime = time.Second
 )
 
@@ -95,43 +103,58 @@ var _ = Describe("API requests per Task", func() {
 		}, timeout, poll).Should(BeTrue())
 		DeferCleanup(startWorker(ns, "q"))
 
-		By(fmt.Sprintf("running %d Tasks with small payloads to Succeeded", perTaskRuns))
-		counter.reset()
-		tasks := make([]*dtqv1alpha1.Task, perTaskRuns)
-		for i := range tasks {
-			tasks[i] = testutil.MakeTask(fmt.Sprintf("t-%d", i), ns).Queue("q").
-				Key(fmt.Sprintf("k-%d", i)).Payload(map[string]any{"i": i}).Obj()
-			Expect(k8sClient.Create(ctx, tasks[i])).To(Succeed())
-		}
-		for _, t := range tasks {
-			Eventually(getTask(t), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskSucceeded))
-		}
-		time.Sleep(requestsSettleTime) // a request made after the last status write counts too
-		got := counter.snapshot()
+		By(fmt.Sprintf("running %d Tasks with small payloads to Succeeded", requestRuns))
+		got := runCounted(counter, ns, "small", requestRuns, map[string]any{"n": 1})
+		expectWithinBudget(got, smallPayloadBudget, requestRuns, counter)
 
-		By("comparing with the budgets")
-		var over []string
-		others := 0
-		for key, n := range got {
-			budget, budgeted := perTaskBudget[key]
-			switch {
-			case budgeted && n > budget*perTaskRuns:
-				over = append(over, fmt.Sprintf("%s: %d, budget %d", key, n, budget*perTaskRuns))
-			case !budgeted && perTaskResource(key):
-				over = append(over, fmt.Sprintf("%s: %d, budget 0", key, n))
-			case !budgeted:
-				others += n
-			}
-		}
-		if others > perQueueAllowance {
-			over = append(over, fmt.Sprintf("requests on other resources: %d, allowance %d", others, perQueueAllowance))
-		}
-		slices.Sort(over)
-		Expect(over).To(BeEmpty(), "API requests of the manager for %d Tasks over budget: %s\nall requests: %s",
-			perTaskRuns, strings.Join(over, "; "), counter.breakdown(got))
-		GinkgoWriter.Printf("API requests of the manager for %d Tasks: %s\n", perTaskRuns, counter.breakdown(got))
+		By(fmt.Sprintf("running %d Tasks with payloads larger than the cache keeps", requestRuns))
+		large := map[string]any{"blob": strings.Repeat("x", cachedPayloadLimit)}
+		got = runCounted(counter, ns, "large", requestRuns, large)
+		expectWithinBudget(got, largePayloadBudget, requestRuns, counter)
 	})
 })
+
+// runCounted creates n Tasks with payload in ns, waits until all succeeded and
+// returns the requests counter saw meanwhile.
+func runCounted(counter *requestCounter, ns, prefix string, n int, payload map[string]any) map[string]int {
+	counter.reset()
+	tasks := make([]*dtqv1alpha1.Task, n)
+	for i := range tasks {
+		tasks[i] = testutil.MakeTask(fmt.Sprintf("%s-%d", prefix, i), ns).Queue("q").
+			Key(fmt.Sprintf("%s-%d", prefix, i)).Payload(payload).Obj()
+		Expect(k8sClient.Create(ctx, tasks[i])).To(Succeed())
+	}
+	for _, t := range tasks {
+		Eventually(getTask(t), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskSucceeded))
+	}
+	time.Sleep(requestsSettleTime) // a request made after the last status write counts too
+	return counter.snapshot()
+}
+
+// expectWithinBudget fails with the breakdown when the requests got for n
+// Tasks exceed budget per Task, or perQueueAllowance on other resources.
+func expectWithinBudget(got, budget map[string]int, n int, counter *requestCounter) {
+	var over []string
+	others := 0
+	for key, count := range got {
+		b, budgeted := budget[key]
+		switch {
+		case budgeted && count > b*n:
+			over = append(over, fmt.Sprintf("%s: %d, budget %d", key, count, b*n))
+		case !budgeted && perTaskResource(key):
+			over = append(over, fmt.Sprintf("%s: %d, budget 0", key, count))
+		case !budgeted:
+			others += count
+		}
+	}
+	if others > perQueueAllowance {
+		over = append(over, fmt.Sprintf("requests on other resources: %d, allowance %d", others, perQueueAllowance))
+	}
+	slices.Sort(over)
+	Expect(over).To(BeEmpty(), "API requests of the manager for %d Tasks over budget: %s\nall requests: %s",
+		n, strings.Join(over, "; "), counter.breakdown(got))
+	GinkgoWriter.Printf("API requests of the manager for %d Tasks: %s\n", n, counter.breakdown(got))
+}
 
 // perTaskResource says whether key names a resource the manager requests per
 // Task: every request on those is budgeted.
