@@ -133,7 +133,7 @@ func BenchmarkCRPath(b *testing.B) {
 	statusRate := produce(b, n, producers, func(i int) error {
 		t := rawTasks[i]
 		t.Status = finishedStatus(t)
-		return cl.Status().Update(ctx, t)
+		return cl.Status().Update(ctx, statusUpdate(t))
 	})
 	cpu.report(b, "Task status writes (Succeeded), no manager", n)
 	twoWrites := 1 / (1/taskCreateRate + 1/statusRate)
