@@ -36,8 +36,9 @@ import (
 // already in Redis is read back with GetTask.
 
 // cachedPayloadLimit is the largest spec.payload, in bytes of JSON, the cache
-// keeps. 10,000 Tasks of 1 KiB payload each cost the manager about 60 MiB
-// more than without their payloads (docs/benchmarks.md, "Manager memory").
+// keeps: 10,000 Tasks of 1 KiB payload each cost the manager about 10 MiB
+// more Go heap than without their payloads (docs/benchmarks.md, "Manager
+// memory"), so at most about 40 MiB per 10,000 Tasks at the limit.
 const cachedPayloadLimit = 4 << 10
 
 // annotationPayloadOmitted marks a cached Task whose payload stripTask
