@@ -36,10 +36,10 @@ import (
 // already in Redis is read back with GetTask.
 
 // cachedPayloadLimit is the largest spec.payload, in bytes of JSON, the cache
-// keeps: 10,000 Tasks of 1 KiB payload each cost the manager about 10 MiB
-// more Go heap than without their payloads (docs/benchmarks.md, "Manager
-// memory"), so at most about 40 MiB per 10,000 Tasks at the limit.
-const cachedPayloadLimit = 4 << 10
+// keeps: most payloads name their work (IDs, URLs, a few parameters) in less.
+// 10,000 Tasks with payloads at the limit cost the manager 40-70 MiB more RSS
+// than without them (docs/benchmarks.md, "Manager memory").
+const cachedPayloadLimit = 1 << 10
 
 // annotationPayloadOmitted marks a cached Task whose payload stripTask
 // dropped. It exists only in the manager's cache: the controllers write only
