@@ -237,7 +237,7 @@ var _ = Describe("The manager's cache", func() {
 		Expect(cached.ManagedFields).To(BeEmpty())
 	})
 
-	It("holds no payload and no managedFields, and the payload still reaches the handler", func() {
+	It("holds no large payload and no managedFields, and the payload still reaches the handler", func() {
 		ns := newNamespace("payload")
 		ref := broker.QueueRef{Namespace: ns, Name: "q"}
 		Expect(k8sClient.Create(ctx, testutil.MakeQueue("q", ns).Obj())).To(Succeed())

@@ -133,7 +133,13 @@ func startManager(opts Options) func() {
 
 // startManagerWith is startManager with opts.Workers.Isolation as given.
 func startManagerWith(opts Options) func() {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	return startManagerOn(cfg, opts)
+}
+
+// startManagerOn is startManagerWith on the API server connection c (a
+// counting transport, for one).
+func startManagerOn(c *rest.Config, opts Options) func() {
+	mgr, err := ctrl.NewManager(c, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},

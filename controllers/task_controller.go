@@ -66,7 +66,7 @@ type TaskReconciler struct {
 	CoalesceWindow time.Duration
 	// RoutineEvents also records the Normal Submitted and Succeeded Events.
 	RoutineEvents bool
-	// APIReader reads the payload, which the cache does not hold (task_payload.go).
+	// APIReader reads a payload the cache dropped for its size (task_payload.go).
 	APIReader client.Reader
 
 	tombstones *tombstones
@@ -316,10 +316,11 @@ func (r *TaskReconciler) after(ctx context.Context, task *dtqv1alpha1.Task, st *
 // writeStatus replaces the Task's status, conditional on the resourceVersion
 // of the cached Task (a conflict when the cache is behind). An update, not a
 // patch: applying the patch was about a tenth of the API server's CPU in the
-// CR path (CPU profile of its benchmark, docs/benchmarks.md).
+// CR path (CPU profile of its benchmark, docs/benchmarks.md). The request
+// carries the Task's identity and status only (statusUpdate).
 func (r *TaskReconciler) writeStatus(ctx context.Context, task *dtqv1alpha1.Task, next *dtqv1alpha1.TaskStatus) error {
 	task.Status = *next
-	if err := r.Status().Update(ctx, task); err != nil {
+	if err := r.Status().Update(ctx, statusUpdate(task)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -327,6 +328,19 @@ func (r *TaskReconciler) writeStatus(ctx context.Context, task *dtqv1alpha1.Task
 	}
 	r.written.Store(task.UID, next.DeepCopy())
 	return nil
+}
+
+// statusUpdate is the body of a status write of t: its name, UID,
+// resourceVersion and status. The status subresource takes nothing else from
+// the body (the API server copies spec and metadata from the stored Task, and
+// its field manager ignores both there), and every other byte is one more for
+// the API server to decode, coerce and diff: the spec with its payload, labels,
+// annotations.
+func statusUpdate(t *dtqv1alpha1.Task) *dtqv1alpha1.Task {
+	return &dtqv1alpha1.Task{
+		ObjectMeta: metav1.ObjectMeta{Name: t.Name, Namespace: t.Namespace, UID: t.UID, ResourceVersion: t.ResourceVersion},
+		Status:     *t.Status.DeepCopy(),
+	}
 }
 
 // lastStatus is the status this manager last wrote, else the cached one: the

@@ -28,27 +28,53 @@ import (
 	"github.com/dtq-dev/dtq/internal/broker"
 )
 
-// The manager's cache holds Tasks without spec.payload (stripTask): payloads
-// of up to etcd's object limit, times every Task in the cluster, would not fit
-// in the manager's memory. The payload is read from the API server only to
-// submit a Task; a Task already in Redis is read back with GetTask.
+// The manager's cache holds a Task's spec.payload only up to
+// cachedPayloadLimit (stripTask): payloads of up to etcd's object limit, times
+// every Task in the cluster, would not fit in the manager's memory. A Task
+// with a small payload (or none) is submitted from the cache alone; a larger
+// payload is read from the API server once, to submit the Task. A Task
+// already in Redis is read back with GetTask.
 
-// stripTask is the cache transform of Tasks: it drops spec.payload and
-// managedFields, which no controller reads from the cache. The controllers
-// write only a Task's status (the status subresource ignores the spec), and
-// the CRD refuses any change of spec.payload, so a cached Task can never
-// write its missing payload back.
+// cachedPayloadLimit is the largest spec.payload, in bytes of JSON, the cache
+// keeps: most payloads name their work (IDs, URLs, a few parameters) in less.
+// 10,000 Tasks with payloads at the limit cost the manager 40-70 MiB more RSS
+// than without them (docs/benchmarks.md, "Manager memory").
+const cachedPayloadLimit = 1 << 10
+
+// annotationPayloadOmitted marks a cached Task whose payload stripTask
+// dropped. It exists only in the manager's cache: the controllers write only
+// a Task's status, and a status write leaves the stored metadata as it is.
+const annotationPayloadOmitted = "dtq.dev/payload-omitted"
+
+// stripTask is the cache transform of Tasks: it drops managedFields, which no
+// controller reads, and a payload larger than cachedPayloadLimit, marking the
+// Task so that loadPayload reads it. The controllers write only a Task's
+// status (the status subresource ignores the spec), and the CRD refuses any
+// change of spec.payload, so a cached Task can never write its missing
+// payload back.
 func stripTask(obj any) (any, error) {
-	if t, ok := obj.(*dtqv1alpha1.Task); ok {
-		t.Spec.Payload = nil
-		t.ManagedFields = nil
+	t, ok := obj.(*dtqv1alpha1.Task)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	t.ManagedFields = nil
+	if t.Spec.Payload != nil && len(t.Spec.Payload.Raw) > cachedPayloadLimit {
+		t.Spec.Payload = nil
+		if t.Annotations == nil {
+			t.Annotations = map[string]string{}
+		}
+		t.Annotations[annotationPayloadOmitted] = "true"
+	}
+	return t, nil
 }
 
-// loadPayload reads the Task's payload from the API server into req. A Task
+// loadPayload reads the Task's payload from the API server into req when the
+// cache dropped it; req already holds a payload the cache kept. A Task
 // deleted meanwhile has nothing left to submit (errTaskGone).
 func (r *TaskReconciler) loadPayload(ctx context.Context, task *dtqv1alpha1.Task, req *broker.SubmitRequest) error {
+	if task.Spec.Payload != nil || task.Annotations[annotationPayloadOmitted] == "" {
+		return nil
+	}
 	full := &dtqv1alpha1.Task{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(task), full); err != nil {
 		if apierrors.IsNotFound(err) {
