@@ -69,7 +69,7 @@ func TestPlanSlots(t *testing.T) {
 			want: slotPlan{run: []time.Time{m(10)}, missed: 9, lastSkipped: m(9), cursor: m(10)},
 		},
 		"long starting deadline: every slot within it is on time": {
-			spec: dtqv1alpha1.TaskScheduleSpec{StartingDeadlineSeconds: ptr.To(int64(300)), CatchUp: catchUp(dtqv1alpha1.CatchUpSkip, 1)},
+			spec:   dtqv1alpha1.TaskScheduleSpec{StartingDeadlineSeconds: ptr.To(int64(300)), CatchUp: catchUp(dtqv1alpha1.CatchUpSkip, 1)},
 			cursor: m(0), now: m(10).Add(10 * time.Second),
 			want: slotPlan{run: []time.Time{m(6), m(7), m(8), m(9), m(10)}, missed: 5, lastSkipped: m(5), cursor: m(10)},
 		},
