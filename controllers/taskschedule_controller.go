@@ -80,6 +80,10 @@ func (r *TaskScheduleReconciler) reconcile(ctx context.Context, ts *dtqv1alpha1.
 	now := r.Clock.Now()
 	next := ts.Status.DeepCopy()
 	next.ObservedGeneration = ts.Generation
+	if ts.Status.ObservedGeneration == 0 {
+		// A triggerGeneration the schedule was created with runs nothing.
+		next.ObservedTriggerGeneration = ts.Spec.TriggerGeneration
+	}
 	sched, err := schedule.Parse(ts.Spec.Schedule, string(ts.Spec.TimeZone))
 	if err != nil {
 		setScheduleReady(next, ts, false, dtqv1alpha1.ReasonInvalidSchedule, err.Error())
@@ -89,10 +93,6 @@ func (r *TaskScheduleReconciler) reconcile(ctx context.Context, ts *dtqv1alpha1.
 	runs, err := r.listRuns(ctx, ts)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	if ts.Status.ObservedGeneration == 0 {
-		// A triggerGeneration the schedule was created with runs nothing.
-		next.ObservedTriggerGeneration = ts.Spec.TriggerGeneration
 	}
 	plan := planSlots(sched, &ts.Spec, scheduleCursor(ts), now)
 	if err := r.runSlots(ctx, ts, next, runs, plan); err != nil {
@@ -104,10 +104,13 @@ func (r *TaskScheduleReconciler) reconcile(ctx context.Context, ts *dtqv1alpha1.
 	if err := r.pruneHistory(ctx, ts, runs); err != nil {
 		return ctrl.Result{}, err
 	}
-	nextSlot := sched.Next(later(scheduleCursor(ts), now))
+	cursor := scheduleCursor(ts)
 	if !plan.cursor.IsZero() {
-		nextSlot = sched.Next(later(plan.cursor, now))
+		cursor = plan.cursor
 	}
+	// After a backwards clock jump the cursor is ahead of now: nothing is
+	// due before the slot after it.
+	nextSlot := sched.Next(later(cursor, now))
 	r.setObserved(next, ts, runs, nextSlot)
 	if err := r.writeStatus(ctx, ts, next); err != nil {
 		if apierrors.IsConflict(err) {
