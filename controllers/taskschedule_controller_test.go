@@ -30,11 +30,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/testutil"
 )
 
-// schedule is an every-minute TaskSchedule of a Queue that does not exist:
-// its runs stay unfinished (Pending), which is what these tests need, and
-// no worker runs anything.
+// newSchedule is an every-minute TaskSchedule of a Queue that does not
+// exist: its runs stay unfinished (Pending), and no worker runs anything.
 func newSchedule(ns, name string) *dtqv1alpha1.TaskSchedule {
 	return &dtqv1alpha1.TaskSchedule{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -49,13 +49,13 @@ func newSchedule(ns, name string) *dtqv1alpha1.TaskSchedule {
 }
 
 // createSchedule creates ts (deleted again before the suite's manager, on
-// the real clock, comes back) and returns a fake clock 30s after the first
+// the real clock, comes back) and returns a fake clock 10s after the first
 // minute boundary after its creation: that boundary is its first slot.
 func createSchedule(ts *dtqv1alpha1.TaskSchedule) (*clocktesting.FakeClock, time.Time) {
 	Expect(k8sClient.Create(ctx, ts)).To(Succeed())
 	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ts))).To(Succeed()) })
 	first := ts.CreationTimestamp.Truncate(time.Minute).Add(time.Minute)
-	return clocktesting.NewFakeClock(first.Add(30 * time.Second)), first
+	return clocktesting.NewFakeClock(first.Add(10 * time.Second)), first
 }
 
 // runsOf are the schedule's Tasks, read from the API server, by name.
@@ -69,6 +69,28 @@ func runsOf(ts *dtqv1alpha1.TaskSchedule) func(Gomega) map[string]dtqv1alpha1.Ta
 		}
 		return out
 	}
+}
+
+// pausedQueueSchedule is newSchedule on a paused Queue q: its runs wait
+// Queued (unfinished) until cancelled, which ends them at once.
+func pausedQueueSchedule(ns, name string) *dtqv1alpha1.TaskSchedule {
+	Expect(k8sClient.Create(ctx, testutil.MakeQueue("q", ns).Paused(true).Obj())).To(Succeed())
+	ts := newSchedule(ns, name)
+	ts.Spec.Template.Queue = "q"
+	return ts
+}
+
+// waitQueued waits for the run to show Queued, moving clock a second at a
+// time: the Task controller holds a fresh task's status write for its
+// coalescing window, which the fake clock measures.
+func waitQueued(ts *dtqv1alpha1.TaskSchedule, name string, clock *clocktesting.FakeClock) {
+	Eventually(func(g Gomega) dtqv1alpha1.TaskState {
+		state := runsOf(ts)(g)[name].Status.State
+		if state != dtqv1alpha1.TaskQueued {
+			clock.Step(time.Second)
+		}
+		return state
+	}).WithPolling(500 * time.Millisecond).Should(Equal(dtqv1alpha1.TaskQueued))
 }
 
 func scheduleStatus(ts *dtqv1alpha1.TaskSchedule) func(Gomega) dtqv1alpha1.TaskScheduleStatus {
@@ -122,6 +144,16 @@ func stepSlots(ts *dtqv1alpha1.TaskSchedule, clock *clocktesting.FakeClock, firs
 }
 
 var _ = Describe("TaskSchedule", func() {
+	BeforeEach(func() {
+		// A restarted manager syncs its caches first: allow for it.
+		SetDefaultEventuallyTimeout(timeout)
+		SetDefaultEventuallyPollingInterval(poll)
+		DeferCleanup(func() {
+			SetDefaultEventuallyTimeout(time.Second)
+			SetDefaultEventuallyPollingInterval(10 * time.Millisecond)
+		})
+	})
+
 	It("makes exactly one Task per slot over 100 slots while the manager restarts at random points", func() {
 		stopTheManager()
 		ns := newNamespace("sched-restart")
@@ -183,11 +215,12 @@ var _ = Describe("TaskSchedule", func() {
 	It("skips and counts a slot under Forbid while the previous run is unfinished", func() {
 		stopTheManager()
 		ns := newNamespace("sched-forbid")
-		ts := newSchedule(ns, "forbid")
+		ts := pausedQueueSchedule(ns, "forbid")
 		ts.Spec.ConcurrencyPolicy = dtqv1alpha1.ConcurrencyForbid
 		clock, first := createSchedule(ts)
 		DeferCleanup(startManagerWith(Options{Clock: clock}))
 		Eventually(runsOf(ts)).Should(HaveKey(runName(ts, first)))
+		waitQueued(ts, runName(ts, first), clock)
 
 		clock.Step(time.Minute)
 		Eventually(func(g Gomega) {
@@ -211,17 +244,20 @@ var _ = Describe("TaskSchedule", func() {
 	It("cancels the unfinished run under Replace", func() {
 		stopTheManager()
 		ns := newNamespace("sched-replace")
-		ts := newSchedule(ns, "replace")
+		ts := pausedQueueSchedule(ns, "replace")
 		ts.Spec.ConcurrencyPolicy = dtqv1alpha1.ConcurrencyReplace
 		clock, first := createSchedule(ts)
 		DeferCleanup(startManagerWith(Options{Clock: clock}))
 		Eventually(runsOf(ts)).Should(HaveKey(runName(ts, first)))
+		waitQueued(ts, runName(ts, first), clock)
 
 		clock.Step(time.Minute)
 		Eventually(runsOf(ts)).Should(HaveKey(runName(ts, first.Add(time.Minute))))
 		runs := runsOf(ts)(Default)
 		Expect(runs[runName(ts, first)].Spec.Cancel).To(BeTrue())
 		Expect(runs[runName(ts, first.Add(time.Minute))].Spec.Cancel).To(BeFalse())
+		Eventually(func(g Gomega) dtqv1alpha1.TaskState { return runsOf(ts)(g)[runName(ts, first)].Status.State }).
+			Should(Equal(dtqv1alpha1.TaskCancelled))
 		Eventually(func(g Gomega) []dtqv1alpha1.ScheduleRun { return scheduleStatus(ts)(g).Active }).
 			Should(ConsistOf(HaveField("Name", runName(ts, first.Add(time.Minute)))))
 	})
