@@ -157,7 +157,11 @@ func describeSchedule(w io.Writer, ts *dtqv1alpha1.TaskSchedule, now time.Time) 
 	if ts.Spec.StartingDeadlineSeconds != nil {
 		deadline = *ts.Spec.StartingDeadlineSeconds
 	}
-	line("Policies", "concurrency %s, catch-up %s (max %d), starting deadline %ds", ts.Spec.ConcurrencyPolicy, policy, maxRuns, deadline)
+	concurrency := ts.Spec.ConcurrencyPolicy
+	if concurrency == "" {
+		concurrency = dtqv1alpha1.ConcurrencyAllow
+	}
+	line("Policies", "concurrency %s, catch-up %s (max %d), starting deadline %ds", concurrency, policy, maxRuns, deadline)
 	st := &ts.Status
 	line("Last run", "%s", formatTime(st.LastRunTime, now))
 	line("Last success", "%s", formatTime(st.LastSuccessfulTime, now))
@@ -183,6 +187,10 @@ func describeSchedule(w io.Writer, ts *dtqv1alpha1.TaskSchedule, now time.Time) 
 	} else {
 		line("Next runs", "")
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, t := range runs {
 		_, _ = fmt.Fprintf(tw, "  %s\t(%s, in %s)\n", t.Format("2006-01-02 15:04 MST Mon"), t.UTC().Format(time.RFC3339),
 			t.Sub(now).Round(time.Second))
