@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -33,9 +34,19 @@ import (
 )
 
 func main() {
-	zr, err := zip.OpenReader(filepath.Join(runtime.GOROOT(), "lib", "time", "zoneinfo.zip"))
-	if err != nil {
+	if err := run(); err != nil {
 		log.Fatal(err)
+	}
+}
+
+func run() error {
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOROOT: %w", err)
+	}
+	zr, err := zip.OpenReader(filepath.Join(strings.TrimSpace(string(goroot)), "lib", "time", "zoneinfo.zip"))
+	if err != nil {
+		return err
 	}
 	defer func() { _ = zr.Close() }()
 	var names []string
@@ -47,7 +58,7 @@ func main() {
 	sort.Strings(names)
 	header, err := os.ReadFile(filepath.Join("hack", "boilerplate.go.txt"))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	var b bytes.Buffer
 	b.Write(header)
@@ -61,7 +72,5 @@ package v1alpha1
 // +kubebuilder:validation:XValidation:rule="self in [%s]",message="timeZone must be an IANA time zone name such as Europe/Berlin or UTC"
 type TimeZoneName string
 `, runtime.Version(), strings.Join(names, ", "))
-	if err := os.WriteFile(filepath.Join("api", "v1alpha1", "timezone_names.go"), b.Bytes(), 0o644); err != nil {
-		log.Fatal(err)
-	}
+	return os.WriteFile(filepath.Join("api", "v1alpha1", "timezone_names.go"), b.Bytes(), 0o644)
 }
