@@ -55,7 +55,7 @@ func TestSchedule(t *testing.T) {
 	must(t, c.Create(t.Context(), ts))
 	t.Cleanup(func() { _ = c.Delete(t.Context(), ts) })
 
-	want(t, "schedule list", dtq(t, ns, "schedule", "list"), 0, `^NAME +SCHEDULE +TIME ZONE +SUSPENDED +LAST RUN +NEXT RUN +ACTIVE +AGE\nheartbeat +\* \* \* \* \* +Europe/Berlin +false `, `^$`)
+	want(t, "schedule list", dtq(t, ns, "schedule", "list"), 0, `^NAME +SCHEDULE +TIME ZONE +SUSPENDED +LAST RUN +NEXT RUN +ACTIVE +AGE\nheartbeat +\* \* \* \* \* +Europe/Berlin +`, `^$`)
 	want(t, "schedule get", dtq(t, ns, "schedule", "get", "heartbeat"), 0,
 		`(?s)Schedule: +\* \* \* \* \* \(Europe/Berlin\).*Next runs: *\n(  \d{4}-\d\d-\d\d \d\d:\d\d CES?T \w{3} +\(.*\)\n){5}$`, `^$`)
 
