@@ -141,7 +141,7 @@ func TestPrometheusRules(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"DtqOldestQueuedTaskTooOld", "DtqDeadLettersGrowing", "DtqNoReadyWorkers", "DtqRedisErrors"} {
+	for _, want := range []string{"DtqOldestQueuedTaskTooOld", "DtqDeadLettersGrowing", "DtqNoReadyWorkers", "DtqRedisErrors", "DtqScheduleMissedSlots"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s (have %v)", want, alerts)
 		}

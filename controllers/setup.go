@@ -156,8 +156,8 @@ func hasLabel(key string) labels.Requirement {
 	return *r
 }
 
-// Setup registers the dtq controllers and runnables with mgr: the Queue and
-// Task reconcilers, the namespaces' Redis users (with Workers.Isolation), the
+// Setup registers the dtq controllers and runnables with mgr: the Queue,
+// Task and TaskSchedule reconcilers, the namespaces' Redis users (with Workers.Isolation), the
 // leader-elected per-queue loops (status syncer and delay/retry scheduler),
 // and the per-queue metrics on controller-runtime's registry (served on the
 // manager's metrics endpoint). rdb is the queues' Redis. mgr's cache must use
@@ -193,6 +193,10 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 			return fmt.Errorf("set up redis user controller: %w", err)
 		}
 	}
+	sr := &TaskScheduleReconciler{Client: mgr.GetClient(), Clock: opts.Clock, Recorder: recorder}
+	if err := sr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up taskschedule controller: %w", err)
+	}
 	loops := &queueLoops{
 		client: mgr.GetClient(), engine: opts.Engine, clock: opts.Clock,
 		taskEvents: taskEvents, queueEvents: queueEvents, resyncPeriod: opts.ResyncPeriod,
@@ -205,6 +209,11 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 	ctrlmetrics.Registry.Unregister(qc)
 	if err := ctrlmetrics.Registry.Register(qc); err != nil {
 		return fmt.Errorf("register queue metrics: %w", err)
+	}
+	sc := &scheduleCollector{reader: mgr.GetClient(), elected: mgr.Elected()}
+	ctrlmetrics.Registry.Unregister(sc)
+	if err := ctrlmetrics.Registry.Register(sc); err != nil {
+		return fmt.Errorf("register schedule metrics: %w", err)
 	}
 	return nil
 }

@@ -77,6 +77,7 @@ the same user (--api-url). Installed on the PATH it is the kubectl plugin
 		&cobra.Group{ID: "local", Title: "Local stack:"})
 	for _, cmd := range []*cobra.Command{
 		newSubmitCommand(c), newGetCommand(c), newListCommand(c), newWaitCommand(c), newCancelCommand(c), newRetryCommand(c),
+		newScheduleCommand(c),
 	} {
 		cmd.GroupID = "tasks"
 		root.AddCommand(cmd)

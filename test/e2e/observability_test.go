@@ -61,6 +61,12 @@ func TestMetricsAfterBurst(t *testing.T) {
 		s.MaxPayloadBytes = 256
 	})
 	redisBefore := scrapeSeries(t, single.stack.ManagerMetricsURL(), "")
+	// A suspended TaskSchedule: its series, runs none.
+	must(t, single.stack.Client.Create(t.Context(), &dtqv1alpha1.TaskSchedule{
+		ObjectMeta: metav1.ObjectMeta{Name: "sched", Namespace: ns},
+		Spec: dtqv1alpha1.TaskScheduleSpec{Schedule: "* * * * *", Suspend: true,
+			Template: dtqv1alpha1.TaskTemplate{Queue: q.Name, Type: "echo"}},
+	}))
 
 	var tasks []*dtqv1alpha1.Task
 	for i := range 20 {
@@ -149,8 +155,18 @@ func TestMetricsAfterBurst(t *testing.T) {
 		want[fmt.Sprintf("dtq_queue_queued_tasks{priority=%d,queue=q}", p)] = map[int]float64{7: 3, 2: 2}[p]
 	}
 	var mgr map[string]float64
+	sched := map[string]float64{}
 	err := poll(t.Context(), time.Minute, func() error {
 		mgr = scrapeSeries(t, single.stack.ManagerMetricsURL(), ns)
+		for k, v := range mgr {
+			if strings.HasPrefix(k, "dtq_schedule_") {
+				sched[k] = v
+				delete(mgr, k)
+			}
+		}
+		if next := sched["dtq_schedule_next_run_timestamp_seconds{schedule=sched}"]; next < float64(time.Now().Unix()) {
+			return fmt.Errorf("dtq_schedule_next_run_timestamp_seconds = %v, want a time to come", next)
+		}
 		age := mgr["dtq_queue_oldest_queued_task_age_seconds{queue=q}"]
 		if limit := time.Since(pausedAt).Seconds() + 1; age <= 0 || age > limit {
 			return fmt.Errorf("oldest queued task age %v, want in (0, %v]", age, limit)
@@ -158,6 +174,11 @@ func TestMetricsAfterBurst(t *testing.T) {
 		return diffSeries(want, mgr, "dtq_queue_oldest_queued_task_age_seconds{queue=q}")
 	})
 	must(t, err)
+	_, skipped := sched["dtq_schedule_skipped_slots_total{schedule=sched}"] // suspended slots, as many as minutes passed
+	if err := diffSeries(map[string]float64{"dtq_schedule_runs_total{schedule=sched}": 0, "dtq_schedule_missed_slots_total{schedule=sched}": 0,
+		"dtq_schedule_active_runs{schedule=sched}": 0, "dtq_schedule_suspended{schedule=sched}": 1}, sched, "{schedule=sched}"); err != nil || !skipped {
+		t.Errorf("schedule series %v: %v", sched, err)
+	}
 
 	// The one worker ran 27 executions: 20 echo, 3 fail, 2 flaky twice.
 	pod := onePod(t, ns)
@@ -167,6 +188,8 @@ func TestMetricsAfterBurst(t *testing.T) {
 		"dtq_worker_slots{queue=q}":           4,
 	}
 	checked := map[string]bool{"dtq_queue_oldest_queued_task_age_seconds": true,
+		"dtq_schedule_runs_total": true, "dtq_schedule_missed_slots_total": true, "dtq_schedule_skipped_slots_total": true,
+		"dtq_schedule_active_runs": true, "dtq_schedule_next_run_timestamp_seconds": true, "dtq_schedule_suspended": true,
 		"dtq_redis_command_duration_seconds": true, "dtq_redis_command_errors_total": true}
 	for typ, n := range map[string]struct{ started, succeeded, failed, retried, dead float64 }{
 		"echo": {20, 20, 0, 0, 0}, "fail": {3, 0, 3, 0, 3}, "flaky": {4, 2, 2, 2, 0},

@@ -1,0 +1,350 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ConcurrencyPolicy says what a slot does while an earlier run is unfinished.
+// +kubebuilder:validation:Enum=Allow;Forbid;Replace
+type ConcurrencyPolicy string
+
+const (
+	// ConcurrencyAllow runs the slot beside the unfinished runs.
+	ConcurrencyAllow ConcurrencyPolicy = "Allow"
+	// ConcurrencyForbid skips the slot (counted in status.skippedSlots).
+	ConcurrencyForbid ConcurrencyPolicy = "Forbid"
+	// ConcurrencyReplace cancels the unfinished runs (spec.cancel) and runs the slot.
+	ConcurrencyReplace ConcurrencyPolicy = "Replace"
+)
+
+// CatchUpPolicy says which missed slots run when the schedule is handled late
+// (manager down, suspended, clock jumped forward).
+// +kubebuilder:validation:Enum=Skip;RunLatest;RunAll
+type CatchUpPolicy string
+
+const (
+	// CatchUpSkip runs no missed slot.
+	CatchUpSkip CatchUpPolicy = "Skip"
+	// CatchUpRunLatest runs the newest missed slot.
+	CatchUpRunLatest CatchUpPolicy = "RunLatest"
+	// CatchUpRunAll runs the newest catchUp.maxRuns missed slots, oldest first.
+	CatchUpRunAll CatchUpPolicy = "RunAll"
+)
+
+// CatchUp is the policy for missed slots.
+type CatchUp struct {
+	// policy is Skip, RunLatest (the default) or RunAll.
+	// +kubebuilder:default=RunLatest
+	// +optional
+	Policy CatchUpPolicy `json:"policy,omitempty"`
+
+	// maxRuns bounds how many missed slots RunAll runs at once (the newest
+	// ones); the others are counted as missed.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=10
+	// +optional
+	MaxRuns int32 `json:"maxRuns,omitempty"`
+}
+
+// TaskTemplate is the Task each run creates: the fields of a TaskSpec that
+// make sense for a run (no idempotencyKey, delay or notBefore: the schedule
+// sets the key and the start).
+type TaskTemplate struct {
+	// labels are added to each run's Task.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// queue is the name of a Queue in the schedule's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Queue string `json:"queue"`
+
+	// type is the handler name a worker dispatches on.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Type string `json:"type"`
+
+	// payload is the handler's input, the same for every run.
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	Payload *runtime.RawExtension `json:"payload,omitempty"`
+
+	// priority orders work within the queue: 9 is drained first, 0 last.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9
+	// +optional
+	Priority *int32 `json:"priority,omitempty"`
+
+	// maxAttempts bounds executions of one run.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	MaxAttempts *int32 `json:"maxAttempts,omitempty"`
+
+	// timeout is the handler deadline (at most 1h).
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="timeout must be in (0s, 1h]"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// ttl expires a run that has not started this long after its slot.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be positive"
+	// +optional
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// ttlSecondsAfterFinished deletes a run's Task this long after it finished,
+	// whatever the history limits say.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// TaskScheduleSpec is a cron schedule of Tasks.
+type TaskScheduleSpec struct {
+	// schedule is a standard five-field cron expression (minute hour
+	// day-of-month month day-of-week; names like MON and JAN allowed) or one of
+	// @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly.
+	// The API server checks the shape and the ranges; what it cannot check
+	// (a step of 0, a range that runs backwards) is reported by the Ready
+	// condition with reason InvalidSchedule.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9*?/,-]+\s+[0-9*?/,-]+\s+[0-9*?/,-]+\s+[0-9A-Za-z*?/,-]+\s+[0-9A-Za-z*?/,-]+)$')`,message="schedule must be five cron fields (minute hour day-of-month month day-of-week) or one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly"
+	// +kubebuilder:validation:XValidation:rule=`self.startsWith('@') || self.findAll(r'\S+').size() != 5 || (self.findAll(r'\S+')[0].findAll(r'[0-9]+').all(n, int(n) <= 59) && self.findAll(r'\S+')[1].findAll(r'[0-9]+').all(n, int(n) <= 23) && self.findAll(r'\S+')[2].findAll(r'[0-9]+').all(n, int(n) >= 1 && int(n) <= 31) && self.findAll(r'\S+')[3].findAll(r'[0-9]+').all(n, int(n) >= 1 && int(n) <= 12) && self.findAll(r'\S+')[4].findAll(r'[0-9]+').all(n, int(n) <= 6))`,message="schedule has a number out of range: minute 0-59, hour 0-23, day of month 1-31, month 1-12, day of week 0-6"
+	Schedule string `json:"schedule"`
+
+	// timeZone is the IANA time zone the schedule is read in, e.g.
+	// Europe/Berlin; UTC when unset. The API server accepts only the zones the
+	// manager knows (Go's embedded tz database).
+	// +optional
+	TimeZone TimeZoneName `json:"timeZone,omitempty"`
+
+	// template is the Task each run creates.
+	// +required
+	Template TaskTemplate `json:"template"`
+
+	// concurrencyPolicy says what a slot does while an earlier run is
+	// unfinished: Allow (the default), Forbid (skip the slot) or Replace
+	// (cancel the earlier run). Manual triggers ignore it.
+	// +kubebuilder:default=Allow
+	// +optional
+	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
+
+	// startingDeadlineSeconds is how late a slot may still start: a slot the
+	// controller reaches later than this after its time is missed, and the
+	// catch-up policy decides whether it runs.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=60
+	// +optional
+	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
+
+	// catchUp says which missed slots run.
+	// +kubebuilder:default={policy: RunLatest, maxRuns: 10}
+	// +optional
+	CatchUp *CatchUp `json:"catchUp,omitempty"`
+
+	// suspend, true, stops new runs: the slots that pass are counted as
+	// skipped (reason Suspended). Resuming runs nothing for them.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// jitter delays each run by up to this long (at most 1h), by an amount
+	// derived from the schedule's UID and the slot, so every manager computes
+	// the same delay. The run's Task is created at the slot with notBefore set.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="jitter must be in [0s, 1h]"
+	// +optional
+	Jitter *metav1.Duration `json:"jitter,omitempty"`
+
+	// successfulRunsHistoryLimit is how many Succeeded runs' Tasks are kept.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=3
+	// +optional
+	SuccessfulRunsHistoryLimit *int32 `json:"successfulRunsHistoryLimit,omitempty"`
+
+	// failedRunsHistoryLimit is how many runs' Tasks that finished without
+	// success (Failed, DeadLettered, Cancelled, Expired) are kept.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=1
+	// +optional
+	FailedRunsHistoryLimit *int32 `json:"failedRunsHistoryLimit,omitempty"`
+
+	// triggerGeneration, raised, runs the schedule once now, outside the slots,
+	// under the key schedule/<uid>/manual/<triggerGeneration> (`kubectl dtq
+	// schedule trigger` raises it by one). It may only grow; a raise by more
+	// than one is one run; a value set when the schedule is created runs nothing.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="triggerGeneration may only grow"
+	// +optional
+	TriggerGeneration int64 `json:"triggerGeneration,omitempty"`
+}
+
+// ScheduleRun is a run of the schedule whose Task is unfinished.
+type ScheduleRun struct {
+	// name is the run's Task.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// slot is the slot the run is for; unset for a manual trigger.
+	// +optional
+	Slot *metav1.Time `json:"slot,omitempty"`
+}
+
+// TaskSchedule condition types and reasons.
+const (
+	// TaskScheduleReady is True while the schedule parses and its zone loads.
+	TaskScheduleReady = "Ready"
+
+	ReasonScheduled       = "Scheduled"
+	ReasonInvalidSchedule = "InvalidSchedule"
+	ReasonSuspended       = "Suspended"
+
+	// Reasons of status.lastSkipReason and of the schedule's Events.
+	// ReasonMissedDeadline: the slot was reached after startingDeadlineSeconds
+	// and the catch-up policy did not run it.
+	ReasonMissedDeadline = "MissedDeadline"
+	// ReasonConcurrencyForbidden: concurrencyPolicy Forbid and a run was unfinished.
+	ReasonConcurrencyForbidden = "ConcurrencyForbidden"
+	// ReasonRunCreated and ReasonRunReplaced are the Events of a run.
+	ReasonRunCreated  = "RunCreated"
+	ReasonRunReplaced = "RunReplaced"
+	ReasonTriggered   = "Triggered"
+)
+
+// TaskScheduleStatus is the observed state of a TaskSchedule.
+type TaskScheduleStatus struct {
+	// conditions: Ready.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// lastScheduleTime is the newest slot handled (run, skipped or missed):
+	// the controller never handles a slot at or before it again, whatever the
+	// clock does. It is written with optimistic concurrency.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+
+	// lastRunTime is the slot of the newest run.
+	// +optional
+	LastRunTime *metav1.Time `json:"lastRunTime,omitempty"`
+
+	// lastSuccessfulTime is when the newest Succeeded run finished.
+	// +optional
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
+
+	// nextScheduleTime is the next slot.
+	// +optional
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+
+	// active lists the runs whose Task is unfinished.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Active []ScheduleRun `json:"active,omitempty"`
+
+	// activeCount is len(active), for the printer column.
+	// +optional
+	ActiveCount int32 `json:"activeCount,omitempty"`
+
+	// runs counts the slots that ran.
+	// +optional
+	Runs int64 `json:"runs,omitempty"`
+
+	// missedSlots counts the slots that passed while no manager handled them in
+	// time (startingDeadlineSeconds) and that the catch-up policy did not run.
+	// +optional
+	MissedSlots int64 `json:"missedSlots,omitempty"`
+
+	// skippedSlots counts the slots not run by choice: suspend, or
+	// concurrencyPolicy Forbid.
+	// +optional
+	SkippedSlots int64 `json:"skippedSlots,omitempty"`
+
+	// lastSkipReason is why the newest missed or skipped slot did not run:
+	// MissedDeadline, ConcurrencyForbidden or Suspended.
+	// +optional
+	LastSkipReason string `json:"lastSkipReason,omitempty"`
+
+	// lastSkippedSlot is the newest missed or skipped slot.
+	// +optional
+	LastSkippedSlot *metav1.Time `json:"lastSkippedSlot,omitempty"`
+
+	// observedTriggerGeneration is the spec.triggerGeneration acted on.
+	// +optional
+	ObservedTriggerGeneration int64 `json:"observedTriggerGeneration,omitempty"`
+}
+
+// TaskSchedule creates a Task for each slot of a cron schedule: exactly one
+// per slot, under a deterministic name and the idempotency key
+// schedule/<uid>/<slot, RFC 3339 UTC>.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=dts,categories=dtq
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="metadata.name must be at most 52 characters (run names add a suffix)"
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Time Zone",type=string,JSONPath=`.spec.timeZone`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastRunTime`
+// +kubebuilder:printcolumn:name="Next Run",type=string,JSONPath=`.status.nextScheduleTime`
+// +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeCount`
+// +kubebuilder:printcolumn:name="Missed",type=integer,JSONPath=`.status.missedSlots`,priority=1
+// +kubebuilder:printcolumn:name="Skipped",type=integer,JSONPath=`.status.skippedSlots`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TaskSchedule struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the schedule and the Task each run creates.
+	// +required
+	Spec TaskScheduleSpec `json:"spec"`
+
+	// status is the observed state of the schedule.
+	// +optional
+	Status TaskScheduleStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// TaskScheduleList contains a list of TaskSchedule.
+type TaskScheduleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TaskSchedule `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(SchemeGroupVersion, &TaskSchedule{}, &TaskScheduleList{})
+		return nil
+	})
+}

@@ -1,0 +1,157 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/schedule"
+)
+
+// TaskScheduleReconciler creates a Task for each slot of a TaskSchedule.
+//
+// Exactly one Task per slot, whatever restarts, second managers or clock
+// jumps happen: a slot's Task has a name derived from the slot
+// (runName), so etcd refuses a second one (AlreadyExists, taken as done), and
+// the idempotency key schedule/<uid>/<slot> (runKey), so Redis refuses to run
+// a second one should the first be deleted meanwhile. status.lastScheduleTime,
+// the newest slot handled, is written after the Tasks, with the resourceVersion
+// read (optimistic concurrency): a manager that lost the race re-reads and
+// finds nothing left to do, and no slot at or before it is handled again.
+// The reconciler wakes at each slot through a timer of its Clock
+// (scheduleWakeups), so tests drive it with a fake clock.
+type TaskScheduleReconciler struct {
+	client.Client
+	Clock    clock.Clock
+	Recorder events.EventRecorder
+
+	wakeups *scheduleWakeups
+}
+
+// +kubebuilder:rbac:groups=dtq.dev,resources=taskschedules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=dtq.dev,resources=taskschedules/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=dtq.dev,resources=tasks,verbs=get;list;watch;create;patch;delete
+
+// Reconcile handles the slots due since the last one, the manual trigger and
+// the history of a TaskSchedule, then writes its status.
+func (r *TaskScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ts := &dtqv1alpha1.TaskSchedule{}
+	if err := r.Get(ctx, req.NamespacedName, ts); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.wakeups.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ts.DeletionTimestamp.IsZero() {
+		r.wakeups.forget(req.NamespacedName)
+		return ctrl.Result{}, nil // the Tasks go with it (owner references)
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("schedule", ts.Spec.Schedule, "timeZone", ts.Spec.TimeZone))
+	return r.reconcile(ctx, ts)
+}
+
+func (r *TaskScheduleReconciler) reconcile(ctx context.Context, ts *dtqv1alpha1.TaskSchedule) (ctrl.Result, error) {
+	now := r.Clock.Now()
+	next := ts.Status.DeepCopy()
+	next.ObservedGeneration = ts.Generation
+	if ts.Status.ObservedGeneration == 0 {
+		// A triggerGeneration the schedule was created with runs nothing.
+		next.ObservedTriggerGeneration = ts.Spec.TriggerGeneration
+	}
+	sched, err := schedule.Parse(ts.Spec.Schedule, string(ts.Spec.TimeZone))
+	if err != nil {
+		setScheduleReady(next, ts, false, dtqv1alpha1.ReasonInvalidSchedule, err.Error())
+		next.NextScheduleTime = nil
+		return ctrl.Result{}, r.writeStatus(ctx, ts, next)
+	}
+	runs, err := r.listRuns(ctx, ts)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan := planSlots(sched, &ts.Spec, scheduleCursor(ts), now)
+	if err := r.runSlots(ctx, ts, next, runs, plan); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.runTrigger(ctx, ts, next, runs); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.pruneHistory(ctx, ts, runs); err != nil {
+		return ctrl.Result{}, err
+	}
+	cursor := scheduleCursor(ts)
+	if !plan.cursor.IsZero() {
+		cursor = plan.cursor
+	}
+	// After a backwards clock jump the cursor is ahead of now: nothing is
+	// due before the slot after it.
+	nextSlot := sched.Next(later(cursor, now))
+	r.setObserved(next, ts, runs, nextSlot)
+	if err := r.writeStatus(ctx, ts, next); err != nil {
+		if apierrors.IsConflict(err) {
+			// Another manager (or our previous write, not yet in the cache)
+			// moved the schedule on: look again with the newer version.
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !nextSlot.IsZero() {
+		r.wakeups.at(ts, nextSlot)
+	}
+	return ctrl.Result{}, nil
+}
+
+// scheduleCursor is the newest slot handled: status.lastScheduleTime, or the
+// schedule's creation (its first slot is the first one after it).
+func scheduleCursor(ts *dtqv1alpha1.TaskSchedule) time.Time {
+	if ts.Status.LastScheduleTime != nil {
+		return ts.Status.LastScheduleTime.Time
+	}
+	return ts.CreationTimestamp.Time
+}
+
+// SetupWithManager watches TaskSchedules, the Tasks they own and the wake-ups
+// of their slots.
+func (r *TaskScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	wake := make(chan event.TypedGenericEvent[*dtqv1alpha1.TaskSchedule], 1024)
+	dc, ok := r.Clock.(clock.WithDelayedExecution)
+	if !ok {
+		return fmt.Errorf("taskschedule controller: clock %T has no AfterFunc", r.Clock)
+	}
+	r.wakeups = newScheduleWakeups(dc, wake)
+	err := ctrl.NewControllerManagedBy(mgr).
+		For(&dtqv1alpha1.TaskSchedule{}).
+		Owns(&dtqv1alpha1.Task{}).
+		WatchesRawSource(source.Channel(wake, &handler.TypedEnqueueRequestForObject[*dtqv1alpha1.TaskSchedule]{})).
+		Named("taskschedule").
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("build taskschedule controller: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"time"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/schedule"
+)
+
+const (
+	defaultStartingDeadline = 60 * time.Second
+	defaultCatchUpMaxRuns   = 10
+	// maxOnTimeSlots bounds the slots one reconcile runs on time (a
+	// startingDeadlineSeconds much longer than the interval); older ones
+	// are missed.
+	maxOnTimeSlots = 100
+	// maxSlotsCounted bounds the slots one reconcile walks (a year of
+	// minutes is about half of it); the next reconcile goes on from there.
+	maxSlotsCounted = 1_000_000
+)
+
+// slotPlan is what to do with the slots since the schedule's cursor.
+type slotPlan struct {
+	// run are the slots to run, oldest first.
+	run []time.Time
+	// missed counts the late slots the catch-up policy does not run;
+	// suspended counts the slots that passed while suspended.
+	missed, suspended int64
+	// lastSkipped is the newest slot missed or suspended.
+	lastSkipped time.Time
+	// cursor is the newest slot handled; zero when there was none.
+	cursor time.Time
+}
+
+// planSlots splits the slots in (cursor, now] into the ones to run and the
+// ones missed. A slot is on time while now is within startingDeadlineSeconds
+// of it: on-time slots run. Older ones are late, and the catch-up policy
+// picks which of them run: none (Skip), the newest (RunLatest) or the newest
+// maxRuns (RunAll). While suspended no slot runs. Pure: the same input gives
+// every manager the same plan.
+func planSlots(s *schedule.Schedule, spec *dtqv1alpha1.TaskScheduleSpec, cursor, now time.Time) slotPlan {
+	deadline := defaultStartingDeadline
+	if spec.StartingDeadlineSeconds != nil {
+		deadline = time.Duration(*spec.StartingDeadlineSeconds) * time.Second
+	}
+	policy, maxRuns := dtqv1alpha1.CatchUpRunLatest, int32(defaultCatchUpMaxRuns)
+	if spec.CatchUp != nil {
+		if spec.CatchUp.Policy != "" {
+			policy = spec.CatchUp.Policy
+		}
+		if spec.CatchUp.MaxRuns > 0 {
+			maxRuns = spec.CatchUp.MaxRuns
+		}
+	}
+	keepLate := 0
+	switch policy {
+	case dtqv1alpha1.CatchUpRunLatest:
+		keepLate = 1
+	case dtqv1alpha1.CatchUpRunAll:
+		keepLate = int(maxRuns)
+	}
+
+	var p slotPlan
+	lateUntil := now.Add(-deadline)
+	// One more late slot than may run, to name the newest missed one.
+	late, nLate := s.Slots(cursor, lateUntil, keepLate+1, maxSlotsCounted)
+	var onTime []time.Time
+	nOnTime := 0
+	if nLate < maxSlotsCounted { // else the next reconcile goes on from late's newest
+		onTime, nOnTime = s.Slots(later(cursor, lateUntil), now, maxOnTimeSlots, maxSlotsCounted)
+	}
+	switch {
+	case nOnTime > 0:
+		p.cursor = onTime[len(onTime)-1]
+	case nLate > 0:
+		p.cursor = late[len(late)-1]
+	default:
+		return p
+	}
+	if spec.Suspend {
+		p.suspended = int64(nLate + nOnTime)
+		p.lastSkipped = p.cursor
+		return p
+	}
+	runLate := late[len(late)-min(keepLate, len(late)):]
+	p.run = append(append([]time.Time(nil), runLate...), onTime...)
+	if missed := nLate - len(runLate); missed > 0 {
+		p.missed = int64(missed)
+		p.lastSkipped = late[len(late)-len(runLate)-1]
+	}
+	// On-time slots beyond maxOnTimeSlots are missed too (the oldest ones).
+	p.missed += int64(nOnTime - len(onTime))
+	return p
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,120 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/schedule"
+)
+
+func TestPlanSlots(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	m := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Minute) }
+	catchUp := func(p dtqv1alpha1.CatchUpPolicy, max int32) *dtqv1alpha1.CatchUp {
+		return &dtqv1alpha1.CatchUp{Policy: p, MaxRuns: max}
+	}
+	tests := map[string]struct {
+		spec   dtqv1alpha1.TaskScheduleSpec
+		cursor time.Time
+		now    time.Time
+		want   slotPlan
+	}{
+		"on time": {
+			spec: dtqv1alpha1.TaskScheduleSpec{}, cursor: m(0), now: m(1).Add(time.Second),
+			want: slotPlan{run: []time.Time{m(1)}, cursor: m(1)},
+		},
+		"nothing due": {
+			spec: dtqv1alpha1.TaskScheduleSpec{}, cursor: m(1), now: m(1).Add(30 * time.Second),
+			want: slotPlan{},
+		},
+		"clock behind the cursor": {
+			spec: dtqv1alpha1.TaskScheduleSpec{}, cursor: m(10), now: m(2),
+			want: slotPlan{},
+		},
+		"10-slot outage, Skip": {
+			spec: dtqv1alpha1.TaskScheduleSpec{CatchUp: catchUp(dtqv1alpha1.CatchUpSkip, 3), StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(10).Add(40 * time.Second),
+			want: slotPlan{missed: 10, lastSkipped: m(10), cursor: m(10)},
+		},
+		"10-slot outage, RunLatest (the default)": {
+			spec: dtqv1alpha1.TaskScheduleSpec{StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(10).Add(40 * time.Second),
+			want: slotPlan{run: []time.Time{m(10)}, missed: 9, lastSkipped: m(9), cursor: m(10)},
+		},
+		"10-slot outage, RunAll max 3": {
+			spec: dtqv1alpha1.TaskScheduleSpec{CatchUp: catchUp(dtqv1alpha1.CatchUpRunAll, 3), StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(10).Add(40 * time.Second),
+			want: slotPlan{run: []time.Time{m(8), m(9), m(10)}, missed: 7, lastSkipped: m(7), cursor: m(10)},
+		},
+		"outage with the newest slot on time: late slots by policy, the on-time one runs": {
+			spec: dtqv1alpha1.TaskScheduleSpec{CatchUp: catchUp(dtqv1alpha1.CatchUpSkip, 3)}, cursor: m(0), now: m(10).Add(10 * time.Second),
+			want: slotPlan{run: []time.Time{m(10)}, missed: 9, lastSkipped: m(9), cursor: m(10)},
+		},
+		"long starting deadline: every slot within it is on time": {
+			spec:   dtqv1alpha1.TaskScheduleSpec{StartingDeadlineSeconds: ptr.To(int64(300)), CatchUp: catchUp(dtqv1alpha1.CatchUpSkip, 1)},
+			cursor: m(0), now: m(10).Add(10 * time.Second),
+			want: slotPlan{run: []time.Time{m(6), m(7), m(8), m(9), m(10)}, missed: 5, lastSkipped: m(5), cursor: m(10)},
+		},
+		"suspended": {
+			spec: dtqv1alpha1.TaskScheduleSpec{Suspend: true}, cursor: m(0), now: m(3).Add(time.Second),
+			want: slotPlan{suspended: 3, lastSkipped: m(3), cursor: m(3)},
+		},
+	}
+	s, err := schedule.Parse("* * * * *", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := planSlots(s, &tc.spec, tc.cursor, tc.now)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(slotPlan{})); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDesiredRunTask(t *testing.T) {
+	ts := &dtqv1alpha1.TaskSchedule{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "shop", UID: "u-1"},
+		Spec: dtqv1alpha1.TaskScheduleSpec{
+			Schedule: "0 3 * * *",
+			Template: dtqv1alpha1.TaskTemplate{Queue: "q", Type: "report", Labels: map[string]string{"team": "a"}, Priority: ptr.To(int32(7))},
+			Jitter:   &metav1.Duration{Duration: time.Hour},
+		},
+	}
+	slot := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	got := desiredRunTask(ts, slot, 0)
+	if got.Name != "nightly-1796094000" || got.Spec.IdempotencyKey != "schedule/u-1/2026-12-01T03:00:00Z" {
+		t.Errorf("name %q, key %q", got.Name, got.Spec.IdempotencyKey)
+	}
+	if got.Labels[LabelSchedule] != "nightly" || got.Labels["team"] != "a" || *got.Spec.Priority != 7 || got.Spec.Queue != "q" {
+		t.Errorf("labels %v, spec %+v", got.Labels, got.Spec)
+	}
+	d := schedule.Jitter("u-1", slot, time.Hour)
+	if d == 0 || got.Spec.NotBefore == nil || !got.Spec.NotBefore.Time.Equal(slot.Add(d)) {
+		t.Errorf("notBefore %v, jitter %v", got.Spec.NotBefore, d)
+	}
+	manual := desiredRunTask(ts, time.Time{}, 4)
+	if manual.Name != "nightly-manual-4" || manual.Spec.IdempotencyKey != "schedule/u-1/manual/4" || manual.Spec.NotBefore != nil {
+		t.Errorf("manual run %q key %q notBefore %v", manual.Name, manual.Spec.IdempotencyKey, manual.Spec.NotBefore)
+	}
+}
