@@ -32,12 +32,9 @@ import (
 type Broker struct {
 	rdb redis.UniversalClient
 	// fast runs the hot-path batch scripts (Submit, Start, Complete; see
-	// batch.go) of more than one item. When the client supports it, this is
-	// go-redis's auto-pipeliner, so batches of different queues and operations
-	// share round trips; blocking reads never go through it. A batch of one
-	// item (a lone caller: the idle latency path) runs on rdb, in the flusher's
-	// goroutine, without the auto-pipeliner's hand-off to its writer and reader
-	// goroutines (see scripter).
+	// batch.go). When the client supports it, this is go-redis's auto-pipeliner,
+	// so batches of different queues and operations share round trips; blocking
+	// reads never go through it.
 	fast redis.Scripter
 	// replicaAck, when set (WithReplicaAck), runs the submit batch script
 	// and waits for replicas.
@@ -71,15 +68,6 @@ func New(rdb redis.UniversalClient, opts ...Option) *Broker {
 		b.replicaAck.rdb = rdb
 	}
 	return b
-}
-
-// scripter is what runs a hot-path batch script of n items: fast, or rdb for
-// a lone item.
-func (b *Broker) scripter(n int) redis.Scripter {
-	if n == 1 {
-		return b.rdb
-	}
-	return b.fast
 }
 
 // now returns the clock's time as Unix milliseconds (for scripts) and as the

@@ -244,7 +244,7 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 		var item [startItemArgs]any = [...]any{it.d.MessageID, it.d.Attempt, reclaimed, it.worker}
 		args = append(args, item[:]...)
 	}
-	replies, err := startBatchScript.Run(ctx, b.scripter(len(items)), keys, args...).Slice()
+	replies, err := startBatchScript.Run(ctx, b.fast, keys, args...).Slice()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -331,7 +331,7 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 		var item [completeItemArgs]any = [...]any{it.x.MessageID, it.x.WorkerID, it.x.Attempt, it.kind, it.result, it.err, it.class, it.retryable, jitter}
 		args = append(args, item[:]...)
 	}
-	replies, err := completeBatchScript.Run(ctx, b.scripter(len(items)), keys, args...).Slice()
+	replies, err := completeBatchScript.Run(ctx, b.fast, keys, args...).Slice()
 	if err != nil {
 		return nil, nil, err
 	}

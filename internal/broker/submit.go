@@ -288,7 +288,7 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 		args = append(args, packItem(r.ID, r.IdempotencyKey, len(it.payload), r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(),
 			notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.payload, imm))
 	}
-	sc := b.scripter(len(items))
+	sc := b.fast
 	if b.replicaAck != nil {
 		sc = b.replicaAck
 	}
