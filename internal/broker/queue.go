@@ -90,8 +90,9 @@ func (b *Broker) Stats(ctx context.Context, q QueueRef) (QueueStats, error) {
 // ReadEvents returns the events of up to count stream entries after the stream
 // ID after ("0" for the oldest kept), blocking up to block when there are none
 // (0: do not block). One entry may hold several events: a submit batch writes
-// one TaskQueued entry for all its new tasks, returned as one Event per task,
-// all with the entry's ID.
+// one TaskQueued entry for all its new tasks, a start or complete batch one
+// TaskStarted and one TaskSucceeded entry for its tasks (with each task's
+// attempt), returned as one Event per task, all with the entry's ID.
 func (b *Broker) ReadEvents(ctx context.Context, q QueueRef, after string, count int, block time.Duration) ([]Event, error) {
 	args := eventsArgs(q, after, count)
 	if block > 0 {
@@ -166,11 +167,19 @@ func eventsOf(res []redis.XStream) []Event {
 			attempt, _ := strconv.Atoi(a)
 			ms, _ := strconv.ParseInt(at, 10, 64)
 			tasks := []string{task}
-			if ts, ok := m.Values["tasks"].(string); ok { // a submit batch's one TaskQueued entry
+			if ts, ok := m.Values["tasks"].(string); ok { // a batch's one entry (see batch_event in scripts.go)
 				tasks = strings.Fields(ts)
 			}
-			for _, task := range tasks {
-				out = append(out, Event{ID: m.ID, Type: EventType(typ), TaskID: task, Attempt: attempt, At: time.UnixMilli(ms).UTC()})
+			var attempts []string // per task, when the entry lists them
+			if as, ok := m.Values["attempts"].(string); ok {
+				attempts = strings.Fields(as)
+			}
+			for i, task := range tasks {
+				a := attempt
+				if i < len(attempts) {
+					a, _ = strconv.Atoi(attempts[i])
+				}
+				out = append(out, Event{ID: m.ID, Type: EventType(typ), TaskID: task, Attempt: a, At: time.UnixMilli(ms).UTC()})
 			}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -35,6 +36,8 @@ import (
 //     duplicates or lost tasks follow silently. Anything else is an
 //     ErrEvictionPolicy error naming the setting, unless allowEviction, which
 //     turns it into a warning.
+//   - The server must be Redis 7.0 or later (SET NX GET, see the submit
+//     script); an older one is an error.
 //   - Persistence off (no AOF, no RDB snapshots) is a warning: a restart loses
 //     every task. So is AOF with appendfsync no.
 //
@@ -66,12 +69,16 @@ func CheckRedis(ctx context.Context, rdb redis.UniversalClient, allowEviction bo
 }
 
 func checkNode(ctx context.Context, c *redis.Client, allowEviction bool) (warnings []string, err error) {
-	info, err := infoFields(ctx, c, "memory", "persistence")
+	info, err := infoFields(ctx, c, "server", "memory", "persistence")
 	if err != nil {
 		if !isServerError(err) {
 			return nil, fmt.Errorf("broker: check Redis: %w", err)
 		}
 		return []string{fmt.Sprintf("cannot read Redis INFO (%v): make sure maxmemory-policy is noeviction and persistence is on", err)}, nil
+	}
+	if v := info["redis_version"]; v != "" && !atLeast7(v) {
+		return warnings, fmt.Errorf("broker: Redis %s is older than 7.0, which dtq needs (a submission claims its "+
+			"idempotency key with SET NX GET; on an older server every submission with a key fails)", v)
 	}
 	if p := info["maxmemory_policy"]; p != "noeviction" {
 		msg := fmt.Sprintf("Redis maxmemory-policy is %q, not noeviction: when Redis is full it evicts keys "+
@@ -100,6 +107,13 @@ func checkNode(ctx context.Context, c *redis.Client, allowEviction bool) (warnin
 			"turn on appendonly", save))
 	}
 	return warnings, nil
+}
+
+// atLeast7 reports whether the version text v ("7.0.15") is 7.0 or later.
+func atLeast7(v string) bool {
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	return err != nil || n >= 7 // an unparsable version is not refused
 }
 
 // infoFields reads the given INFO sections as field -> value.

@@ -86,3 +86,14 @@ func TestCheckRedisUnreachable(t *testing.T) {
 		t.Fatalf("err %v, want a connection error", err)
 	}
 }
+
+// A server older than 7.0 lacks SET NX GET (the submit script's claim): the
+// start-up check refuses it; an unparsable version is let through.
+func TestAtLeast7(t *testing.T) {
+	for v, want := range map[string]bool{"7.0.15": true, "7.2.4": true, "8.0.0": true, "10.1": true,
+		"6.2.14": false, "6.0.0": false, "5.0.7": false, "unknown": true} {
+		if got := atLeast7(v); got != want {
+			t.Errorf("atLeast7(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -81,8 +81,55 @@ local function event(typ, id, attempt, now)
     "type", typ, "task", id, "attempt", attempt, "at", now)
 end
 
+-- batch_event adds a task to its call's one event of type typ (TaskStarted,
+-- TaskSucceeded: the hot path's events): flush_events (see script in Go)
+-- writes one events entry per type when the script ends, listing the tasks
+-- and their attempts ("tasks", "attempts"; a single task is written as a
+-- plain event); ReadEvents expands it to one Event per task. As with the
+-- submit batch's TaskQueued entry, a failed write loses the event, never the
+-- script's work (the resync covers a lost event).
+local BATCHED, BATCH_TYPES, BATCH_AT = {}, {}, nil
+local function batch_event(typ, id, attempt, now)
+  local b = BATCHED[typ]
+  if not b then
+    b = {ids = {}, attempts = {}}
+    BATCHED[typ] = b
+    BATCH_TYPES[#BATCH_TYPES + 1] = typ
+  end
+  b.ids[#b.ids + 1] = id
+  b.attempts[#b.attempts + 1] = attempt
+  BATCH_AT = BATCH_AT or now
+end
+local function flush_events()
+  for _, typ in ipairs(BATCH_TYPES) do
+    local b = BATCHED[typ]
+    if #b.ids == 1 then
+      pcall(redis.call, "XADD", K_EVENTS, "MAXLEN", "~", "` + eventsMaxLenText + `", "*",
+        "type", typ, "task", b.ids[1], "attempt", b.attempts[1], "at", BATCH_AT)
+    else
+      pcall(redis.call, "XADD", K_EVENTS, "MAXLEN", "~", "` + eventsMaxLenText + `", "*",
+        "type", typ, "tasks", table.concat(b.ids, " "), "attempts", table.concat(b.attempts, " "), "at", BATCH_AT)
+    end
+  end
+end
+
 local function record(id, state, nowtxt)
   return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
+end
+
+-- task_id is the task ID of a task hash's key (k_task(id)).
+local function task_id(tk) return string.sub(tk, #k_task("") + 1) end
+
+-- task_type reads a task's type: from its packed immutable field (see
+-- immutableFields in Go: the type comes first), or from its own field in a
+-- hash written before there was one.
+local function task_type(tk)
+  local h = redis.call("HMGET", tk, "imm", "type")
+  if h[1] then
+    local _, typ = struct.unpack("` + luaUnpack(1) + `", h[1])
+    return typ
+  end
+  return h[2]
 end
 
 local TASK_TTL -- the queue's task retention, read on first use
@@ -128,8 +175,9 @@ end
 -- exhaust ends a task whose attempts are used up: DeadLettered (with a
 -- dead-letter entry) when the queue has a dead-letter queue, else Failed.
 -- Returns that state.
-local function exhaust(id, attempt, ikey, typ, lasterr, class, now, nowtxt)
+local function exhaust(id, attempt, ikey, lasterr, class, now, nowtxt)
   local tk = k_task(id)
+  local typ = task_type(tk)
   local cfg = redis.call("HMGET", K_CONFIG, "dlq", "dlq_maxlen")
   redis.call("HSET", tk, "last_error", lasterr, "error_class", class)
   if cfg[1] == "1" then
@@ -165,7 +213,7 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
   local flat = redis.call("HGETALL", tk)
   local h = {}
   for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
-  local id, state, attempt, maxAttempts = h.id, h.state, tonumber(h.attempt), tonumber(h.max_attempts)
+  local id, state, attempt, maxAttempts = task_id(tk), h.state, tonumber(h.attempt), tonumber(h.max_attempts)
   -- done acknowledges and deletes the entry; wrote says the task hash changed
   -- since flat was read, so the reply reads it again.
   local function done(reason, wrote)
@@ -204,7 +252,7 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
     if reclaimed ~= "1" or msgid ~= h.msg then return absorb() end
     attempt = attempt + 1
     if attempt > maxAttempts then
-      exhaust(id, attempt - 1, h.ikey, h.type, "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
+      exhaust(id, attempt - 1, h.ikey, "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
       return done("exhausted", true)
     end
   else
@@ -213,7 +261,7 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
   redis.call("HSET", tk, "state", "Running", "attempt", attempt, "started_at", now, "worker_id", worker, "msg", msgid)
   -- finished_at is only there after a retry; a delete is a write, so only then.
   if h.finished_at then redis.call("HDEL", tk, "finished_at") end
-  event("TaskStarted", id, attempt, now)
+  batch_event("TaskStarted", id, int(attempt), now)
   h.state, h.attempt, h.started_at, h.worker_id, h.msg, h.finished_at = "Running", int(attempt), now, worker, msgid, nil
   local out = {}
   for k, v in pairs(h) do out[#out + 1] = k; out[#out + 1] = v end
@@ -259,15 +307,15 @@ end
 `
 
 // script builds a script from luaLib and body. The body runs as a function,
-// so that whatever return it takes, the counts it made (count in luaLib) are
-// written after it.
+// so that whatever return it takes, the counts and batched events it made
+// (count and batch_event in luaLib) are written after it.
 func script(body string) *redis.Script {
-	return redis.NewScript(luaLib + "local function main()\n" + body + "\nend\nlocal reply = main()\nflush_counts()\nreturn reply\n")
+	return redis.NewScript(luaLib + "local function main()\n" + body + "\nend\nlocal reply = main()\nflush_events()\nflush_counts()\nreturn reply\n")
 }
 
 // Arguments per item (ARGV) of the batch scripts.
 const (
-	submitItemArgs   = 14
+	submitItemArgs   = 1 // packed: submitItemFields
 	startItemArgs    = 4
 	completeItemArgs = 9
 	touchItemArgs    = 3
@@ -315,12 +363,10 @@ func batchBody(width int, body string) string {
 // ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
 // ARGV[2]        -> now, Unix ms
 // ARGV[3]        -> now, RFC 3339 (nowtxt)
-// per item i, submitItemArgs from ARGV[4+W*i], unpacked as:
+// per item i, ARGV[4+i]: the item packed (pack.go), submitItemFields fields:
 // id             -> task id
 // ikey           -> idempotency key ("" none)
 // size           -> compact payload size, bytes
-// typ            -> task type
-// payload        -> payload JSON
 // prio           -> priority 0..9
 // maxAttempts    -> max attempts ("0": the queue's default)
 // timeout        -> timeout ms ("0": the queue's default)
@@ -328,8 +374,8 @@ func batchBody(width int, body string) string {
 // expires        -> expires-at, Unix ms ("0": never)
 // chosen         -> "1": the caller chose the ID (so it may exist already); "0": fresh random
 // fromCR         -> "1": a Task CR submits it (the hash gets from_cr, which the orphan sweep reads); else "0"
-// meta           -> metadata object ("" none)
-// trace          -> W3C traceparent ("" none; stored as the task's trace field)
+// payload        -> payload JSON
+// imm            -> the task hash's packed immutable field (immutableFields), stored as it is
 //
 // It also adds each item's answer to the queue's counters (dtq:{<ns>/<q>}:stats,
 // one HINCRBY per kind of answer in the batch; see metrics.go); a submit naming
@@ -359,6 +405,7 @@ func batchBody(width int, body string) string {
 // long backlog or delayed past the retention never vanishes. It carries only
 // the key builders and the helper it needs instead of luaLib.
 var submitBatchScript = redis.NewScript(luaKeys() + batchBody(submitItemArgs, `
+local ITEM = "`+luaUnpack(submitItemFields)+`"
 local function record(id, state, nowtxt)
   return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
 end
@@ -370,34 +417,40 @@ local depth -- read on first use, then counts the tasks this batch added
 local queued = {} -- IDs of the new tasks, for the batch's one TaskQueued event
 
 local function submit(tk, rk, a)
-  local id, ikey, size, typ, payload, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, meta, trace =
-    unpack(ARGV, a, a + W - 1)
+  local item = unpack(ARGV, a, a + W - 1)
+  local _, id, ikey, size, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, payload, imm =
+    struct.unpack(ITEM, item)
   if tonumber(size) > maxPayload then return {"toolarge", cfg[2]}, "refused:PAYLOAD_TOO_LARGE" end
   if chosen == "1" and redis.call("EXISTS", tk) == 1 then -- a retry with the same ID: not counted
     return {"dup", id, redis.call("HGETALL", tk), redis.call("GET", k_result(id))}
   end
+  -- Claim the key or read who holds it, in one call (SET NX GET, Redis 7.0).
+  -- A claim this item does not keep (a refusal below) is deleted again
+  -- before the script ends, so a refused item writes nothing.
+  local cur = false
   if ikey ~= "" then
-    local cur = redis.call("GET", rk)
+    cur = redis.call("SET", rk, record(id, "processing", nowtxt), "NX", "GET")
     if cur then
       local ok, rec = pcall(cjson.decode, cur)
       if ok and type(rec) == "table" and type(rec.task_id) == "string" and redis.call("EXISTS", k_task(rec.task_id)) == 1 then
         if rec.state == "processing" then return {"busy", rec.task_id}, "refused:IDEMPOTENCY_IN_PROGRESS" end
         return {"dup", rec.task_id, redis.call("HGETALL", k_task(rec.task_id)), redis.call("GET", k_result(rec.task_id))}, "duplicate"
       end
-      redis.call("DEL", rk) -- stale: its task is gone, so this is new work
+      -- stale: its task is gone, so this is new work, and the key is this task's
+      redis.call("SET", rk, record(id, "processing", nowtxt))
     end
   end
   if not depth then
     depth = redis.call("ZCARD", KEYS[2])
     for i = 3, 12 do depth = depth + redis.call("XLEN", KEYS[i]) end
   end
-  if depth >= maxDepth then return {"full", depth, cfg[1]}, "refused:QUEUE_FULL" end
+  if depth >= maxDepth then
+    if ikey ~= "" then redis.call("DEL", rk) end
+    return {"full", depth, cfg[1]}, "refused:QUEUE_FULL"
+  end
 
   if maxAttempts == "0" then maxAttempts = cfg[3] end
   if timeout == "0" then timeout = cfg[4] end
-  if ikey ~= "" then
-    redis.call("SET", rk, record(id, "processing", nowtxt), "NX")
-  end
   local state, avail, msg = "Queued", now, ""
   if tonumber(notBefore) > nowms then
     state, avail = "Pending", notBefore
@@ -406,16 +459,15 @@ local function submit(tk, rk, a)
     msg = redis.call("XADD", KEYS[3 + tonumber(prio)], "*", "t", id, "a", 1)
   end
   depth = depth + 1
-  -- Fields at their default are left out (each costs a little): no ikey
-  -- without a key, no expires_at without expiry, available_at only when it is
-  -- not created_at, msg only for a stream entry (readers treat absent as such).
-  local f = {"id", id, "type", typ, "payload", payload, "prio", prio, "state", state,
-    "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout, "created_at", now}
+  -- The fields only Go reads come packed in imm, one field. Fields at their
+  -- default are left out (each costs a little): no ikey without a key, no
+  -- expires_at without expiry, available_at only when it is not created_at,
+  -- msg only for a stream entry (readers treat absent as such).
+  local f = {"imm", imm, "payload", payload, "prio", prio, "state", state,
+    "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout}
   if ikey ~= "" then f[#f + 1] = "ikey"; f[#f + 1] = ikey end
   if expires ~= "0" then f[#f + 1] = "expires_at"; f[#f + 1] = expires end
   if fromCR == "1" then f[#f + 1] = "from_cr"; f[#f + 1] = "1" end
-  if meta ~= "" then f[#f + 1] = "meta"; f[#f + 1] = meta end
-  if trace ~= "" then f[#f + 1] = "trace"; f[#f + 1] = trace end
   if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg else f[#f + 1] = "available_at"; f[#f + 1] = avail end
   redis.call("HSET", tk, unpack(f))
   queued[#queued + 1] = id
@@ -595,13 +647,13 @@ local function ack(stream, msgid)
 end
 local function complete(tk, stream, a)
   local msgid, worker, runAttempt, kind, res, errmsg, class, retryable, jitter = unpack(ARGV, a, a + W - 1)
-  local h = redis.call("HMGET", tk, "id", "state", "attempt", "max_attempts", "msg", "ikey", "type", "worker_id")
-  local id, state, attempt, maxAttempts = h[1], h[2], tonumber(h[3]), tonumber(h[4])
-  if state ~= "Running" or h[5] ~= msgid or h[8] ~= worker or h[3] ~= runAttempt then
-    if h[5] ~= msgid or (state ~= "Running" and state ~= "Queued") then ack(stream, msgid) end
+  local h = redis.call("HMGET", tk, "state", "attempt", "max_attempts", "msg", "ikey", "worker_id")
+  local id, state, attempt, maxAttempts = task_id(tk), h[1], tonumber(h[2]), tonumber(h[3])
+  if state ~= "Running" or h[4] ~= msgid or h[6] ~= worker or h[2] ~= runAttempt then
+    if h[4] ~= msgid or (state ~= "Running" and state ~= "Queued") then ack(stream, msgid) end
     -- This very execution, already recorded: a client retry whose first reply
     -- was lost gets the same answer.
-    if h[5] == msgid and h[8] == worker and h[3] == runAttempt then return {state} end
+    if h[4] == msgid and h[6] == worker and h[2] == runAttempt then return {state} end
     return {"stale", state or ""}
   end
   if not cfg then
@@ -618,14 +670,14 @@ local function complete(tk, stream, a)
       redis.call("HSET", tk, "state", state, "finished_at", now, "payload", "")
     end
     redis.call("PEXPIRE", tk, cfg[1])
-    event("TaskSucceeded", id, attempt, now)
+    batch_event("TaskSucceeded", id, h[2], now)
     count("finished:Succeeded")
     -- No result (the handler returned none): nothing to store.
     if res ~= "" then redis.call("SET", k_result(id), res, "PX", cfg[2]) end
-    idem_update(h[6], id, "completed", nowtxt)
+    idem_update(h[5], id, "completed", nowtxt)
   elseif kind == "cancel" then
     state = "Cancelled"
-    finish(id, state, "TaskCancelled", attempt, h[6], now, nowtxt)
+    finish(id, state, "TaskCancelled", attempt, h[5], now, nowtxt)
   elseif retryable == "1" and attempt < maxAttempts then
     state = "Retrying"
     local delay = math.min(tonumber(cfg[5]), tonumber(cfg[4]) * 2 ^ (attempt - 1))
@@ -637,7 +689,7 @@ local function complete(tk, stream, a)
     redis.call("ZADD", KEYS[2], due, id)
     count("retries")
   else
-    state = exhaust(id, attempt, h[6], h[7], errmsg, class, now, nowtxt)
+    state = exhaust(id, attempt, h[5], errmsg, class, now, nowtxt)
   end
   ack(stream, msgid)
   return {state}

@@ -85,10 +85,15 @@ func compactMetadata(m json.RawMessage) ([]byte, error) {
 }
 
 // compactObject returns the compact encoding of the JSON object v (field names
-// the field in errors), or empty when v is empty.
+// the field in errors), or empty when v is empty. A v without any white space
+// that is a valid object is compact already and returned as it is (the
+// common case of a payload marshalled by a program), without re-encoding.
 func compactObject(field string, v json.RawMessage, empty []byte) ([]byte, error) {
 	if len(bytes.TrimSpace(v)) == 0 {
 		return empty, nil
+	}
+	if v[0] == '{' && !bytes.ContainsAny(v, " \t\r\n") && json.Valid(v) {
+		return v, nil
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(v))
@@ -263,6 +268,7 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 	keys = append(keys, k.taskIndex())
 	args := make([]any, 0, 3+submitItemArgs*len(items))
 	args = append(args, k.prefix, now, nowtxt)
+	created := strconv.AppendInt(nil, now, 10)
 	notBefore := make([]int64, len(items))
 	for i, it := range items {
 		r := it.req
@@ -278,10 +284,9 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 			fromCR = "1"
 		}
 		keys = append(keys, k.task(r.ID), idemKey)
-		//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra argument does not compile
-		var item [submitItemArgs]any = [...]any{r.ID, r.IdempotencyKey, len(it.payload), r.Type, it.payload,
-			r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(), notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.meta, it.trace}
-		args = append(args, item[:]...)
+		imm := pack(nil, []byte(r.Type), []byte(r.ID), created, it.meta, []byte(it.trace))
+		args = append(args, packItem(r.ID, r.IdempotencyKey, len(it.payload), r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(),
+			notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.payload, imm))
 	}
 	sc := b.fast
 	if b.replicaAck != nil {
@@ -298,6 +303,19 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 	return itemReplies(replies, len(items), func(i int, v []any) (SubmitResult, error) {
 		return submitReply(q, items[i], now, notBefore[i], v)
 	})
+}
+
+// submitItemFields is the number of fields of a packed submit item (packItem).
+const submitItemFields = 12
+
+// packItem packs one item of submitBatchScript, its fields in the order the
+// script unpacks them (see the script's ARGV).
+func packItem(id, ikey string, size, prio, maxAttempts int, timeoutMS, notBefore, expires int64, chosen, fromCR string, payload, imm []byte) []byte {
+	n := func(v int64) []byte { return strconv.AppendInt(nil, v, 10) }
+	//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra field does not compile
+	var f [submitItemFields][]byte = [...][]byte{[]byte(id), []byte(ikey), n(int64(size)), n(int64(prio)), n(int64(maxAttempts)),
+		n(timeoutMS), n(notBefore), n(expires), []byte(chosen), []byte(fromCR), payload, imm}
+	return pack(nil, f[:]...)
 }
 
 // submitReply maps one item's reply of submitBatchScript (see itemReply).

@@ -27,8 +27,27 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// taskFromHash builds a TaskInfo from the fields of a task hash.
+// fieldImmutable is the task hash's field that holds, packed (pack.go), the
+// fields only Go reads, which never change: immutableFields, in that order
+// (the scripts read the type, first, for a dead-letter entry). A hash
+// written before it existed has them as fields of their own; taskFromHash
+// reads both layouts.
+const fieldImmutable = "imm"
+
+var immutableFields = [...]string{"type", "id", "created_at", "meta", "trace"}
+
+// taskFromHash builds a TaskInfo from the fields of a task hash (m gets the
+// packed immutable fields, unpacked).
 func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
+	if p, ok := m[fieldImmutable]; ok {
+		if fs, err := unpack([]byte(p), len(immutableFields)); err == nil {
+			for i, f := range immutableFields {
+				if len(fs[i]) > 0 { // meta and trace are absent when empty
+					m[f] = string(fs[i])
+				}
+			}
+		}
+	}
 	i := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
 	t := func(f string) time.Time {
 		if n := i(f); n > 0 {

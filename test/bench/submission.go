@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,24 @@ func init() {
 	register(Case{Group: "Submission", Name: "unique key", Dtq: dtqSubmit(false), Peer: asynqEnqueue(false)})
 	register(Case{Group: "Submission", Name: "duplicate rejected", Dtq: dtqSubmit(true), Peer: asynqEnqueue(true)})
 	register(Case{Group: "Submission", Name: "unique key, contract floor", Dtq: floorSubmit, Peer: asynqEnqueue(false)})
+	register(Case{Group: "Submission", Name: "keyed (peer Unique(24h)+TaskID)", PeerName: "asynq Unique+TaskID", Dtq: dtqSubmit(false), Peer: asynqUniqueEnqueue})
+}
+
+// asynqUniqueEnqueue is asynq's equivalent of a keyed dtq submit: a claim that
+// refuses a second submission for a day (Unique(24h): SET NX of a uniqueness
+// lock) and a task under a caller-chosen ID (TaskID). asynq derives the lock
+// from the task's type and payload, so each task's payload carries its index
+// (same length as the shared payload: the work per byte is the same).
+func asynqUniqueEnqueue(ctx context.Context, p Params) (int, time.Duration, error) {
+	c := asynq.NewClient(asynq.RedisClientOpt{Addr: p.Addr})
+	defer c.Close()
+	d, err := parallel(p.Tasks, p.Producers, func(i int) error {
+		payload := bytes.Replace(p.Payload, []byte("0000000000"), fmt.Appendf(nil, "%010d", i), 1)
+		_, err := c.EnqueueContext(ctx, asynq.NewTask("bench", payload), asynq.TaskID(fmt.Sprintf("key-%d", i)),
+			asynq.Unique(24*time.Hour), asynq.Queue("bench"))
+		return err
+	})
+	return p.Tasks, d, err
 }
 
 var benchQueue = broker.QueueRef{Namespace: "bench", Name: "q"}

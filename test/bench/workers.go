@@ -22,7 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sort"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -189,29 +189,36 @@ func drainCPU(ctx context.Context, addr, who string) func(d time.Duration) {
 	}
 }
 
-// latencies holds the last dtq run's sorted latencies until the asynq run prints both.
-var dtqLatencies []time.Duration
+// latencies holds the last dtq run's sorted latencies until the asynq run
+// prints both; dtqSubmitCall and dtqAfterSubmit split them (the Submit call,
+// then its return to the handler's start), and dtqReadStart is the round trip
+// of the worker's read-and-start call on an entry that is ready.
+var dtqLatencies, dtqSubmitCall, dtqAfterSubmit, dtqReadStart []time.Duration
 
-func measureLatency(submit func(i int) error, started <-chan time.Time) ([]time.Duration, time.Duration, error) {
+// measureLatency returns the sorted submit -> handler start latencies, their
+// total, and (sorted) the submit calls' own durations.
+func measureLatency(submit func(i int) error, started <-chan time.Time) ([]time.Duration, time.Duration, []time.Duration, error) {
 	time.Sleep(1500 * time.Millisecond) // let the worker go idle (blocked / polling)
-	var ds []time.Duration
+	var ds, calls []time.Duration
 	var total time.Duration
 	for i := range latencyTasks {
 		t0 := time.Now()
 		if err := submit(i); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
+		calls = append(calls, time.Since(t0))
 		select {
 		case t1 := <-started:
 			ds = append(ds, t1.Sub(t0))
 			total += time.Since(t0)
 		case <-time.After(30 * time.Second):
-			return nil, 0, fmt.Errorf("task %d not started after 30s", i)
+			return nil, 0, nil, fmt.Errorf("task %d not started after 30s", i)
 		}
 		time.Sleep(2 * time.Millisecond) // idle again before the next one
 	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return ds, total, nil
+	slices.Sort(ds)
+	slices.Sort(calls)
+	return ds, total, calls, nil
 }
 
 func pct(ds []time.Duration, q float64) time.Duration {
@@ -236,12 +243,40 @@ func dtqLatency(ctx context.Context, p Params) (int, time.Duration, error) {
 		return 0, 0, err
 	}
 	defer stop()
-	ds, total, err := measureLatency(func(i int) error {
+	ds, total, calls, err := measureLatency(func(i int) error {
 		_, err := b.Submit(ctx, workerQueue, broker.SubmitRequest{Type: "ping", Payload: p.Payload, Priority: 5})
 		return err
 	}, started)
-	dtqLatencies = ds
+	stop()
+	if err != nil {
+		return 0, 0, err
+	}
+	dtqLatencies, dtqSubmitCall = ds, calls
+	dtqAfterSubmit = dtqAfterSubmit[:0]
+	for i := range ds { // by rank: a split of the quantiles, not of one task
+		dtqAfterSubmit = append(dtqAfterSubmit, ds[i]-calls[i])
+	}
+	dtqReadStart, err = readStartRoundTrips(ctx, b)
 	return latencyTasks, total, err
+}
+
+// readStartRoundTrips times, with no worker running, latencyTasks calls of
+// the worker's read-and-start (ReadStart) on one ready entry each, sorted.
+func readStartRoundTrips(ctx context.Context, b *broker.Broker) ([]time.Duration, error) {
+	var out []time.Duration
+	for range latencyTasks {
+		if _, err := b.Submit(ctx, workerQueue, broker.SubmitRequest{Type: "ping", Priority: 5}); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		ss, err := b.ReadStart(ctx, workerQueue, "probe", "probe", 1, 0)
+		if err != nil || len(ss) != 1 {
+			return nil, fmt.Errorf("read-start probe: %d entries, %v", len(ss), err)
+		}
+		out = append(out, time.Since(t0))
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func asynqLatency(ctx context.Context, p Params) (int, time.Duration, error) {
@@ -256,13 +291,19 @@ func asynqLatency(ctx context.Context, p Params) (int, time.Duration, error) {
 		return 0, 0, err
 	}
 	defer srv.Shutdown()
-	ds, total, err := measureLatency(func(i int) error {
+	ds, total, _, err := measureLatency(func(i int) error {
 		_, err := c.EnqueueContext(ctx, asynq.NewTask("ping", p.Payload), asynq.Queue("workers"))
 		return err
 	}, started)
 	if err == nil {
+		q := func(ds []time.Duration) string {
+			return fmt.Sprintf("p50 %8s  p99 %8s", pct(ds, 0.50).Round(10*time.Microsecond), pct(ds, 0.99).Round(10*time.Microsecond))
+		}
 		fmt.Fprintf(os.Stdout, "\nWorkers idle latency, submit -> handler start, %d sequential tasks:\n", latencyTasks)
-		fmt.Fprintf(os.Stdout, "  dtq    p50 %8s  p99 %8s\n", pct(dtqLatencies, 0.50).Round(10*time.Microsecond), pct(dtqLatencies, 0.99).Round(10*time.Microsecond))
+		fmt.Fprintf(os.Stdout, "  dtq    %s\n", q(dtqLatencies))
+		fmt.Fprintf(os.Stdout, "    of which the Submit call          %s\n", q(dtqSubmitCall))
+		fmt.Fprintf(os.Stdout, "    Submit return -> handler start    %s\n", q(dtqAfterSubmit))
+		fmt.Fprintf(os.Stdout, "    (a ReadStart round trip, ready)   %s\n", q(dtqReadStart))
 		fmt.Fprintf(os.Stdout, "  asynq  p50 %8s  p99 %8s\n", pct(ds, 0.50).Round(10*time.Microsecond), pct(ds, 0.99).Round(10*time.Microsecond))
 		if a := pct(ds, 0.50); a > 0 {
 			fmt.Fprintf(os.Stdout, "  p50 ratio asynq/dtq %.0fx\n\n", float64(a)/float64(pct(dtqLatencies, 0.50)))

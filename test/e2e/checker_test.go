@@ -34,7 +34,7 @@ import (
 // recordWrite is the submit script's idempotency record write, the line the
 // broken build removes. The test fails loudly when it is not found exactly
 // once, so it cannot turn vacuous when the script changes.
-const recordWrite = `redis.call("SET", rk, record(id, "processing", nowtxt), "NX")`
+const recordWrite = `cur = redis.call("SET", rk, record(id, "processing", nowtxt), "NX", "GET")`
 
 // The checker can fail: with a manager built without the idempotency record
 // write, a second Task with a key is a second logical task, and the checker

@@ -1,0 +1,230 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package broker
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Operation counts of the hot path: the Redis commands one operation costs,
+// counted by the server (INFO commandstats, which counts the commands a
+// script runs as well as the EVALSHA that ran it). They are deterministic, so
+// they are budgets checked by a test, where times are not.
+//
+// Each budget is the count of the operation as it is today (the first values,
+// 2026-12-01 before issue 24: submit one 23, batch of 32 148, start one 16,
+// batch 109, complete one 12, batch 229, heartbeat 8). A change that
+// adds a command fails TestOperationCounts with the per-command breakdown;
+// raising a budget on purpose is an edit of one constant here, with the
+// reason beside it. A change that removes commands lowers the constant.
+const (
+	// budgetSubmit: one Submit with an idempotency key into an empty queue.
+	// 23 -> 22: SET NX GET claims the key or reads its record in one call.
+	budgetSubmit = 22
+	// budgetSubmitBatch: SubmitMany of opBatch tasks with keys (one script call).
+	// 148 -> 116: SET NX GET (one GET less per task).
+	budgetSubmitBatch = 116
+	// budgetStartOne: ReadStart delivering and starting one entry.
+	budgetStartOne = 16
+	// budgetStartBatch: ReadStart delivering and starting opBatch entries.
+	// 109 -> 78: one TaskStarted events entry per call, not per task.
+	budgetStartBatch = 78
+	// budgetCompleteOne: one Complete (success, with a result).
+	budgetCompleteOne = 12
+	// budgetCompleteBatch: opBatch Completes coalesced into one script call.
+	// 229 -> 198: one TaskSucceeded events entry per call, not per task.
+	budgetCompleteBatch = 198
+	// budgetHeartbeat: one heartbeat of a worker with one task in flight
+	// (Heartbeat, then Touch of that execution).
+	budgetHeartbeat = 8
+)
+
+// opBatch is the size of the batched cases (the drain benchmark's slot count).
+const opBatch = 32
+
+// connectionSetup lists commands a client sends when it opens a connection;
+// they are not the operation's (a pool may open one at any time).
+var connectionSetup = map[string]bool{"hello": true, "client|setinfo": true, "ping": true, "info": true}
+
+// commandCounts returns the calls per command of INFO commandstats.
+func commandCounts(t *testing.T, rdb *redis.Client) map[string]int {
+	t.Helper()
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, l := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":")
+		name, found := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !found {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		n, err := strconv.Atoi(calls)
+		if err != nil {
+			t.Fatalf("commandstats line %q: %v", l, err)
+		}
+		out[name] = n
+	}
+	return out
+}
+
+// countCommands runs op and returns the commands it cost, by command.
+func countCommands(t *testing.T, rdb *redis.Client, op func()) map[string]int {
+	t.Helper()
+	before := commandCounts(t, rdb)
+	op()
+	after := commandCounts(t, rdb)
+	delta := map[string]int{}
+	for c, n := range after {
+		if d := n - before[c]; d > 0 && !connectionSetup[c] {
+			delta[c] = d
+		}
+	}
+	return delta
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// breakdown is "evalsha 1, hset 1, ..." in command order.
+func breakdown(m map[string]int) string {
+	var parts []string
+	for _, c := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", c, m[c]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func TestOperationCounts(t *testing.T) {
+	e := newEnv(t)
+	const worker = "w1"
+	submitKeyed := func(i int) SubmitRequest {
+		return SubmitRequest{Type: "demo", Payload: raw(`{"n":1}`), IdempotencyKey: fmt.Sprintf("key-%d", i)}
+	}
+	readStart := func(n int) []Started {
+		t.Helper()
+		ss, err := e.b.ReadStart(ctx, e.q, worker, worker, n, 0)
+		if err != nil || len(ss) != n {
+			t.Fatalf("read-start %d: %d entries, %v", n, len(ss), err)
+		}
+		for _, s := range ss {
+			if s.Err != nil || !s.Run {
+				t.Fatalf("read-start: %+v", s)
+			}
+		}
+		return ss
+	}
+	execOf := func(s Started) Execution {
+		return Execution{Delivery: s.Delivery, WorkerID: worker, Attempt: s.Task.Attempt}
+	}
+	completeAll := func(ss []Started) {
+		t.Helper()
+		items := make([]completeItem, len(ss))
+		for i, s := range ss {
+			items[i] = completeItem{x: execOf(s), kind: "ok", result: []byte(`{"ok":true}`), retryable: "0"}
+		}
+		if _, errs, err := e.b.completeBatch(ctx, e.q, items); err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+			t.Fatalf("complete: %v %v", err, errs)
+		}
+	}
+	submitMany := func(from, n int) {
+		t.Helper()
+		reqs := make([]SubmitRequest, n)
+		for i := range reqs {
+			reqs[i] = submitKeyed(from + i)
+		}
+		if _, errs, err := e.b.SubmitMany(ctx, e.q, reqs); err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+			t.Fatalf("submit many: %v %v", err, errs)
+		}
+	}
+	// Warm up: every script loaded, every connection open, the task index
+	// holding tasks, so each case below counts only its own operation.
+	submitMany(0, 2)
+	warm := readStart(2)
+	if _, err := e.b.Touch(ctx, e.q, worker, []Execution{execOf(warm[0])}); err != nil {
+		t.Fatal(err)
+	}
+	completeAll(warm)
+	key := 100
+
+	var one, batch []Started
+	cases := []struct {
+		name   string
+		budget int
+		op     func()
+	}{
+		{"submit one", budgetSubmit, func() {
+			if _, err := e.b.Submit(ctx, e.q, submitKeyed(key)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{fmt.Sprintf("submit batch of %d", opBatch), budgetSubmitBatch, func() { submitMany(key+1, opBatch) }},
+		{"start one", budgetStartOne, func() { one = readStart(1) }},
+		{fmt.Sprintf("start batch of %d", opBatch), budgetStartBatch, func() { batch = readStart(opBatch) }},
+		{"complete one", budgetCompleteOne, func() {
+			if _, err := e.b.Complete(ctx, e.q, execOf(one[0]), Outcome{Result: raw(`{"ok":true}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{fmt.Sprintf("complete batch of %d", opBatch), budgetCompleteBatch, func() { completeAll(batch) }},
+	}
+	for _, c := range cases {
+		check(t, c.name, c.budget, countCommands(t, e.rdb, c.op))
+	}
+
+	// A heartbeat with one task in flight.
+	submitMany(key+1000, 1)
+	x := execOf(readStart(1)[0])
+	check(t, "heartbeat, one in flight", budgetHeartbeat, countCommands(t, e.rdb, func() {
+		if err := e.b.Heartbeat(ctx, e.q, WorkerInfo{ID: worker, Concurrency: 1, Active: 1, StartedAt: time.Now()}, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if lost, err := e.b.Touch(ctx, e.q, worker, []Execution{x}); err != nil || len(lost) != 0 {
+			t.Fatalf("touch: lost %v, %v", lost, err)
+		}
+	}))
+}
+
+// check fails when got costs more than budget commands, and says when it
+// costs fewer (the budget should come down with the change that saved them).
+func check(t *testing.T, name string, budget int, got map[string]int) {
+	t.Helper()
+	n := total(got)
+	switch {
+	case n > budget:
+		t.Errorf("%s: %d Redis commands, budget %d (+%d): %s", name, n, budget, n-budget, breakdown(got))
+	case n < budget:
+		t.Errorf("%s: %d Redis commands, budget %d: lower the budget to %d: %s", name, n, budget, n, breakdown(got))
+	default:
+		t.Logf("%s: %d Redis commands: %s", name, n, breakdown(got))
+	}
+}
