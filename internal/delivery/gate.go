@@ -73,6 +73,9 @@ func (g *gate) hold() string {
 func (g *gate) run(ctx context.Context) {
 	for {
 		ok := g.probe(ctx)
+		if ctx.Err() != nil {
+			return
+		}
 		if was := g.ready.Swap(ok); was != ok {
 			if ok {
 				g.log.Info("App ready; delivering")
