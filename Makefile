@@ -47,7 +47,7 @@ help: ## Display this help.
 DEV_REDIS ?= single
 
 .PHONY: dev
-dev: build envtest redis ## Run the local stack (control plane, Redis, operator, workers) and apply the samples; DEV_REDIS=cluster for a Redis Cluster.
+dev: build envtest redis handler-runtimes ## Run the local stack (control plane, Redis, operator, workers) and apply the samples; DEV_REDIS=cluster for a Redis Cluster.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(LOCALBIN)/kubectl-dtq dev --redis=$(DEV_REDIS)
 
 .PHONY: manifests
@@ -159,6 +159,10 @@ envtest: ## Build or reuse kube-apiserver, etcd and kubectl under bin/k8s.
 .PHONY: redis
 redis: ## Make sure redis-server is installed (apt when missing).
 	@hack/redis.sh
+
+.PHONY: handler-runtimes
+handler-runtimes: ## Make sure python3 and node are installed for the HTTP handler examples (apt when missing).
+	@hack/handler-runtimes.sh
 
 .PHONY: chromium
 chromium: ## Make sure Chromium is installed for the console's browser tests (apt when missing).

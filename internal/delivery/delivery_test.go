@@ -235,11 +235,11 @@ func contractCases(t *testing.T, s *sidecar, app *apptest) {
 		class    string
 		resultOK bool
 	}{
-		"2xx succeeds with the body as result": {payload: `{"mode":"ok"}`, state: broker.StateSucceeded, attempt: 1, calls: 1, resultOK: true},
-		"500 then 200 succeeds on attempt 2":   {payload: `{"mode":"fail-once"}`, state: broker.StateSucceeded, attempt: 2, calls: 2, resultOK: true},
-		"400 dead-letters with the message":    {payload: `{"mode":"bad"}`, state: broker.StateDeadLettered, attempt: 1, calls: 1, errPart: "HTTP 400 from the handler: order 42 has no lines", class: worker.ClassSkipRetry},
+		"2xx succeeds with the body as result":          {payload: `{"mode":"ok"}`, state: broker.StateSucceeded, attempt: 1, calls: 1, resultOK: true},
+		"500 then 200 succeeds on attempt 2":            {payload: `{"mode":"fail-once"}`, state: broker.StateSucceeded, attempt: 2, calls: 2, resultOK: true},
+		"400 dead-letters with the message":             {payload: `{"mode":"bad"}`, state: broker.StateDeadLettered, attempt: 1, calls: 1, errPart: "HTTP 400 from the handler: order 42 has no lines", class: worker.ClassSkipRetry},
 		"429 with Retry-After resends the same attempt": {payload: `{"mode":"throttle-once"}`, state: broker.StateSucceeded, attempt: 1, calls: 2, resultOK: true},
-		"a verdict overrides a 2xx":             {payload: `{"mode":"verdict-fail"}`, state: broker.StateDeadLettered, attempt: 1, calls: 1, errPart: "verdict fail", class: worker.ClassSkipRetry},
+		"a verdict overrides a 2xx":                     {payload: `{"mode":"verdict-fail"}`, state: broker.StateDeadLettered, attempt: 1, calls: 1, errPart: "verdict fail", class: worker.ClassSkipRetry},
 		"a request outliving the deadline is cancelled and retried": {payload: `{"mode":"sleep-first","ms":10000}`, timeout: time.Second,
 			state: broker.StateSucceeded, attempt: 2, calls: 2, resultOK: true},
 		"a task 3x the visibility timeout succeeds once": {payload: `{"mode":"sleep","ms":6500}`, timeout: 20 * time.Second,
