@@ -100,8 +100,9 @@ func newForwarder(cfg Config, log *slog.Logger) *forwarder {
 }
 
 // ProcessTask sends t to the app until an answer decides its outcome. A 404
-// without a verdict (route missing) or a 429/503 whose Retry-After falls
-// before the deadline sends the same attempt again later; the request is
+// without a verdict (route missing), a 429/503 whose Retry-After falls
+// before the deadline, or a refused connection sends the same attempt again
+// later; the request is
 // cancelled with ctx (the task's deadline, a cancel request, the drain or a
 // lost lease).
 func (f *forwarder) ProcessTask(ctx context.Context, t *worker.Task) (any, error) {
@@ -112,8 +113,18 @@ func (f *forwarder) ProcessTask(ctx context.Context, t *worker.Task) (any, error
 			return nil, err
 		}
 		a := f.send(ctx, t)
-		if a.err != nil && isRefused(a.err) {
+		if a.err != nil && ctx.Err() == nil {
+			// The app is down or restarting: read nothing more until it is
+			// ready again. A refused connection delivered nothing, so the
+			// same attempt is sent again then (until its deadline); a
+			// connection lost mid-request costs the attempt.
 			f.gate.appGone()
+			if isRefused(a.err) {
+				if err := f.gate.waitReady(ctx); err != nil {
+					return nil, fmt.Errorf("the app refused the connection and was not ready again in time: %w: %w", a.err, err)
+				}
+				continue
+			}
 		}
 		o := outcomeOf(a, time.Now(), t.Deadline)
 		switch {

@@ -120,10 +120,23 @@ func (g *gate) probe(ctx context.Context) bool {
 	return true
 }
 
+// waitReady waits a probe period, then until the app is ready again.
+func (g *gate) waitReady(ctx context.Context) error {
+	if err := wait.Sleep(ctx, probeNotReady); err != nil {
+		return err
+	}
+	for !g.ready.Load() {
+		if err := wait.Sleep(ctx, probeNotReady/2); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // appGone holds reads after a refused connection until the app is ready again.
 func (g *gate) appGone() {
 	if g.ready.Swap(false) {
-		g.log.Warn("The app refused a connection; delivery held until it is ready")
+		g.log.Warn("The app refused or dropped a connection; delivery held until it is ready")
 	}
 }
 
