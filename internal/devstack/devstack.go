@@ -492,6 +492,11 @@ func (s *Stack) ReplaceManager(ctx context.Context, bin string) error {
 	return s.manager.start(ctx)
 }
 
+// SetWorkerBin makes the stand-in run bin for worker containers and
+// delivery sidecars started from now on (pods already running keep theirs),
+// e.g. a deliberately broken build for one test.
+func (s *Stack) SetWorkerBin(bin string) { s.kubelet.workerBin.Store(bin) }
+
 // RestartAPI stops the API with sig (SIGKILL at once, or SIGTERM: it ends
 // its events streams and drains requests), starts it again on the same port
 // and waits until it is ready.

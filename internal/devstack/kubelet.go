@@ -70,9 +70,9 @@ const (
 // writes the Deployment's status. The image is ignored: every pod runs the
 // worker binary.
 type kubelet struct {
-	api       client.Client // uncached: secrets, config maps, status writes
-	reader    client.Reader // the Deployment informer
-	workerBin string
+	api       client.Client     // uncached: secrets, config maps, status writes
+	reader    client.Reader     // the Deployment informer
+	workerBin atomic.Value      // string; Stack.SetWorkerBin changes it for pods started after
 	appDirs   map[string]string // image -> directory its app container runs in
 	stackDir  string
 	logDir    string
@@ -96,7 +96,7 @@ type pod struct {
 	terminating atomic.Bool
 	restarts    atomic.Int32
 	pid         atomic.Int64
-	appPID      atomic.Int64 // the app container's process (HTTP handler pods)
+	appPID      atomic.Int64  // the app container's process (HTTP handler pods)
 	metricsAddr atomic.Value  // string: host:port of the running process's /metrics
 	stopCh      chan struct{} // closed to terminate
 	done        chan struct{} // closed when the pod is gone
@@ -113,11 +113,13 @@ type PodInfo struct {
 }
 
 func newKubelet(api client.Client, reader client.Reader, workerBin string, appDirs map[string]string, stackDir, logDir string, log *slog.Logger) *kubelet {
-	return &kubelet{
-		api: api, reader: reader, workerBin: workerBin, appDirs: appDirs, stackDir: stackDir, logDir: logDir, log: log,
+	k := &kubelet{
+		api: api, reader: reader, appDirs: appDirs, stackDir: stackDir, logDir: logDir, log: log,
 		trigger: make(chan struct{}, 1),
 		deps:    map[types.NamespacedName]map[string]*pod{},
 	}
+	k.workerBin.Store(workerBin)
+	return k
 }
 
 // deploymentCacheOptions makes the cache watch only worker Deployments.
@@ -454,7 +456,7 @@ func (k *kubelet) startWorker(p *pod, c *corev1.Container, ports *podPorts, logP
 		return nil, "", err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command(k.workerBin, c.Args...)
+	cmd := exec.Command(k.workerBin.Load().(string), c.Args...)
 	env = append(env, metricsAddrEnv+"="+addr)
 	if ports != nil {
 		env = ports.sidecarEnv(env)
