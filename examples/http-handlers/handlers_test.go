@@ -230,4 +230,3 @@ func contract(t *testing.T, p *pod) {
 		t.Fatalf("400: %s attempt %d %q", ti.State, ti.Attempt, ti.LastError)
 	}
 }
-

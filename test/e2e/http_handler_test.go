@@ -329,4 +329,3 @@ func TestHTTPCheckerSeesBrokenSidecar(t *testing.T) {
 		t.Errorf("the checker reports %d duplicated of %d, want all", r.Duplicated, r.Accepted)
 	}
 }
-
