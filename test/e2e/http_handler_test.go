@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
@@ -161,6 +162,55 @@ func TestHTTPHandlerPython(t *testing.T) {
 	must(t, single.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "q"}, &q))
 	if c := meta.FindStatusCondition(q.Status.Conditions, dtqv1alpha1.QueueHandlerReachable); c == nil || c.Status != "True" {
 		t.Errorf("HandlerReachable = %+v, want True", c)
+	}
+}
+
+// A wrong route (the app answers 404 to every task) pauses delivery and says
+// so in the Queue's status instead of dead-lettering the queue; fixing the
+// path delivers the held task.
+func TestHTTPHandlerWrongRoute(t *testing.T) {
+	ns := single.namespace(t, "e2e-http-route")
+	q := pythonQueue(t, ns, t.TempDir(), 1)
+	base := client.MergeFrom(q.DeepCopy())
+	q.Spec.Handler.HTTP.Path = "/wrong"
+	must(t, single.stack.Client.Patch(t.Context(), q, base))
+	must(t, poll(t.Context(), 2*time.Minute, func() error {
+		var d appsv1.Deployment
+		if err := single.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "q-workers"}, &d); err != nil {
+			return err
+		}
+		for _, e := range d.Spec.Template.Spec.InitContainers[0].Env {
+			if e.Name == "DTQ_HANDLER_URL" && strings.HasSuffix(e.Value, "/wrong") && readyWorkers(ns) == 1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("the workers do not run the wrong path yet")
+	}))
+	single.createAll(t, []*dtqv1alpha1.Task{newTask("held", ns, "route", "greet", map[string]string{"name": "Lin"}).MaxAttempts(3).Obj()})
+	must(t, poll(t.Context(), 2*time.Minute, func() error {
+		var got dtqv1alpha1.Queue
+		if err := single.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "q"}, &got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, dtqv1alpha1.QueueHandlerReachable)
+		if c == nil || c.Status != "False" || c.Reason != dtqv1alpha1.ReasonHandlerNotFound {
+			return fmt.Errorf("HandlerReachable = %+v, want False %s", c, dtqv1alpha1.ReasonHandlerNotFound)
+		}
+		t.Logf("HandlerReachable: %s", c.Message)
+		return nil
+	}))
+	var held dtqv1alpha1.Task
+	must(t, single.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "held"}, &held))
+	if held.Status.State == dtqv1alpha1.TaskDeadLettered || held.Status.State == dtqv1alpha1.TaskFailed {
+		t.Fatalf("a task of a queue with a wrong route ended: %s", describe(&held))
+	}
+	must(t, single.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "q"}, q))
+	base = client.MergeFrom(q.DeepCopy())
+	q.Spec.Handler.HTTP.Path = "/tasks"
+	must(t, single.stack.Client.Patch(t.Context(), q, base))
+	got := single.waitTerminal(t, ns, "route", 1, 3*time.Minute)["held"]
+	if got.Status.State != dtqv1alpha1.TaskSucceeded {
+		t.Fatalf("the held task after the path was fixed: %s", describe(got))
 	}
 }
 
