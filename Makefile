@@ -71,7 +71,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml; fails on any fin
 	"$(GOLANGCI_LINT)" run ./...
 
 .PHONY: test
-test: vet lint envtest redis chromium ## Run every test: lint, unit, Redis integration, envtest integration, end to end.
+test: vet lint envtest redis chromium handler-runtimes ## Run every test: lint, unit, Redis integration, envtest integration, end to end.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(TEST_FLAGS) ./...
 	go test $(TEST_FLAGS) -race $(RACE_PKGS)
 
