@@ -92,6 +92,10 @@ func newForwarder(cfg Config, log *slog.Logger) *forwarder {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 1024
 	tr.Proxy = nil // loopback only
+	// Close idle connections before the app's server does (Node's default
+	// keep-alive timeout is 5 s): a POST on a connection the app is closing
+	// would fail after it was sent, costing the attempt.
+	tr.IdleConnTimeout = 4 * time.Second
 	return &forwarder{
 		cfg: cfg, log: log, running: map[string]*running{},
 		client: &http.Client{Transport: tr},

@@ -33,6 +33,7 @@ PORT = int(os.environ.get("PORT", "8000"))
 SIDECAR = os.environ.get("DTQ_SIDECAR_URL", "http://127.0.0.1:8081")
 EXEC_LOG = os.environ.get("EXEC_LOG", "")
 RECEIPT_LOG = os.environ.get("RECEIPT_LOG", "")
+stopping = threading.Event()  # SIGTERM: finish open requests, close kept-alive connections
 
 
 class Sidecar:
@@ -86,15 +87,20 @@ def append_line(path, obj):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    timeout = 5  # an idle kept-alive connection's thread ends (the sidecar closes its own after 4 s)
 
     def log_message(self, fmt, *args):
         pass
 
     def answer(self, status, body):
+        if stopping.is_set():
+            self.close_connection = True  # let the connection's thread end
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
@@ -157,6 +163,7 @@ def main():
 
     def stop(signum, frame):
         # Finish the open requests, take no new ones.
+        stopping.set()
         threading.Thread(target=server.shutdown).start()
 
     signal.signal(signal.SIGTERM, stop)
