@@ -47,7 +47,7 @@ help: ## Display this help.
 DEV_REDIS ?= single
 
 .PHONY: dev
-dev: build envtest redis ## Run the local stack (control plane, Redis, operator, workers) and apply the samples; DEV_REDIS=cluster for a Redis Cluster.
+dev: build envtest redis handler-runtimes ## Run the local stack (control plane, Redis, operator, workers) and apply the samples; DEV_REDIS=cluster for a Redis Cluster.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(LOCALBIN)/kubectl-dtq dev --redis=$(DEV_REDIS)
 
 .PHONY: manifests
@@ -71,7 +71,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml; fails on any fin
 	"$(GOLANGCI_LINT)" run ./...
 
 .PHONY: test
-test: vet lint envtest redis chromium ## Run every test: lint, unit, Redis integration, envtest integration, end to end.
+test: vet lint envtest redis chromium handler-runtimes ## Run every test: lint, unit, Redis integration, envtest integration, end to end.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(TEST_FLAGS) ./...
 	go test $(TEST_FLAGS) -race $(RACE_PKGS)
 
@@ -159,6 +159,10 @@ envtest: ## Build or reuse kube-apiserver, etcd and kubectl under bin/k8s.
 .PHONY: redis
 redis: ## Make sure redis-server is installed (apt when missing).
 	@hack/redis.sh
+
+.PHONY: handler-runtimes
+handler-runtimes: ## Make sure python3 and node are installed for the HTTP handler examples (apt when missing).
+	@hack/handler-runtimes.sh
 
 .PHONY: chromium
 chromium: ## Make sure Chromium is installed for the console's browser tests (apt when missing).

@@ -94,6 +94,12 @@ func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (
 		return ctrl.Result{}, r.writeStatus(ctx, q, next)
 	}
 
+	if h := httpHandler(q); h != nil && len(q.Spec.WorkerTemplate.Spec.Containers) == 0 {
+		r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonInvalidConfig,
+			"spec.handler.http delivers to the first container of spec.workerTemplate.spec.containers, and it has none: add the app container")
+		next.ObservedGeneration = q.Generation
+		return ctrl.Result{}, r.writeStatus(ctx, q, next)
+	}
 	stats, err := r.setUpRedis(ctx, q, ref)
 	if err != nil {
 		r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonRedisUnavailable, err.Error())
@@ -129,6 +135,9 @@ func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (
 		return ctrl.Result{}, err
 	}
 	r.setWorkersStatus(next, q, dep, scale, now)
+	if err := r.setHandlerCondition(ctx, next, q); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionTrue, dtqv1alpha1.ReasonQueueEnsured, "Queue is set up in Redis and its workers are reconciled")
 	next.ObservedGeneration = q.Generation
 	if err := r.writeStatus(ctx, q, next); err != nil {

@@ -106,26 +106,13 @@ func desiredWorkerDeployment(q *dtqv1alpha1.Queue, opts WorkerOptions, cred *red
 	if drain <= 0 {
 		drain = worker.DefaultDrainTimeout
 	}
-	c := &ps.Containers[0]
-	c.Env = mergeEnv(c.Env, reservedEnv(q, cred), workerEnv(q, opts, drain))
 	if cred != nil {
 		tpl.Annotations = mergeLabels(tpl.Annotations, map[string]string{AnnotationRedisCredential: cred.Digest})
 	}
-	if len(c.Ports) == 0 {
-		c.Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: workerMetricsPort, Protocol: corev1.ProtocolTCP}}
-	}
-	if c.ReadinessProbe == nil {
-		c.ReadinessProbe = &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(workerMetricsPort)}},
-			PeriodSeconds: 5,
-		}
-	}
-	if c.LivenessProbe == nil {
-		c.LivenessProbe = &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(workerMetricsPort)}},
-			PeriodSeconds:    10,
-			FailureThreshold: 3,
-		}
+	if h := httpHandler(q); h != nil {
+		addDeliverySidecar(q, h, opts, cred, ps, drain)
+	} else {
+		addWorkerContract(q, opts, cred, &ps.Containers[0], drain)
 	}
 	for i := range ps.Containers {
 		ci := &ps.Containers[i]
@@ -133,6 +120,12 @@ func desiredWorkerDeployment(q *dtqv1alpha1.Queue, opts WorkerOptions, cred *red
 			ci.SecurityContext = restrictedContainerSecurityContext()
 		}
 		if len(ci.Resources.Requests) == 0 && len(ci.Resources.Limits) == 0 {
+			ci.Resources.Requests = defaultWorkerRequests.DeepCopy()
+		}
+	}
+	for i := range ps.InitContainers {
+		if ci := &ps.InitContainers[i]; ci.Name == DeliveryContainerName {
+			ci.SecurityContext = restrictedContainerSecurityContext()
 			ci.Resources.Requests = defaultWorkerRequests.DeepCopy()
 		}
 	}
@@ -172,6 +165,28 @@ func desiredWorkerDeployment(q *dtqv1alpha1.Queue, opts WorkerOptions, cred *red
 	}
 	d.Annotations = map[string]string{AnnotationTemplateHash: specHash(d.Spec)}
 	return d
+}
+
+// addWorkerContract makes c a worker SDK container: the DTQ_* environment,
+// and the metrics port and the probes of /readyz and /healthz unless set.
+func addWorkerContract(q *dtqv1alpha1.Queue, opts WorkerOptions, cred *redisCredential, c *corev1.Container, drain time.Duration) {
+	c.Env = mergeEnv(c.Env, reservedEnv(q, cred), workerEnv(q, opts, drain))
+	if len(c.Ports) == 0 {
+		c.Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: workerMetricsPort, Protocol: corev1.ProtocolTCP}}
+	}
+	if c.ReadinessProbe == nil {
+		c.ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(workerMetricsPort)}},
+			PeriodSeconds: 5,
+		}
+	}
+	if c.LivenessProbe == nil {
+		c.LivenessProbe = &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(workerMetricsPort)}},
+			PeriodSeconds:    10,
+			FailureThreshold: 3,
+		}
+	}
 }
 
 // reservedEnv is the environment the operator owns: the queue's identity

@@ -53,6 +53,7 @@ type Engine interface {
 	TaskCRTasks(ctx context.Context, q broker.QueueRef) ([]string, error)
 	DeleteQueue(ctx context.Context, q broker.QueueRef) (int, error)
 	QueueMetrics(ctx context.Context, q broker.QueueRef) (broker.QueueMetrics, error)
+	Workers(ctx context.Context, q broker.QueueRef) ([]broker.WorkerInfo, error)
 }
 
 // Defaults of Options.

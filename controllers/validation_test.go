@@ -99,7 +99,22 @@ var _ = Describe("CRD validation", Ordered, func() {
 		Entry("heartbeat >= visibility timeout", testutil.MakeQueue("hb", ns).Timeouts(5*time.Second, 5*time.Second).Obj(), "spec.heartbeatInterval"),
 		Entry("minReplicas > maxReplicas", testutil.MakeQueue("minmax", ns).Replicas(5, 2).Obj(), "spec.scaling"),
 		Entry("queue name that is not a DNS label", testutil.MakeQueue("q.dotted", ns).Obj(), "metadata.name"),
+		Entry("handler without http", withHandler("hnone", ns, &dtqv1alpha1.QueueHandler{}), "spec.handler"),
+		Entry("handler.http without port", withHandler("hnoport", ns, &dtqv1alpha1.QueueHandler{HTTP: &dtqv1alpha1.HTTPHandler{}}), "spec.handler.http.port"),
+		Entry("handler.http port 70000", withHandler("hbigport", ns, &dtqv1alpha1.QueueHandler{HTTP: &dtqv1alpha1.HTTPHandler{Port: 70000}}), "spec.handler.http.port"),
+		Entry("handler.http on the sidecar's port", withHandler("hsideport", ns, &dtqv1alpha1.QueueHandler{HTTP: &dtqv1alpha1.HTTPHandler{Port: 8081}}), "handler.http.port"),
+		Entry("handler.http path without a slash", withHandler("hpath", ns, &dtqv1alpha1.QueueHandler{HTTP: &dtqv1alpha1.HTTPHandler{Port: 8000, Path: "tasks"}}), "spec.handler.http.path"),
+		Entry("handler.http path with a query", withHandler("hquery", ns, &dtqv1alpha1.QueueHandler{HTTP: &dtqv1alpha1.HTTPHandler{Port: 8000, Path: "/t?x=1"}}), "spec.handler.http.path"),
+		Entry("handler.http concurrency 0", withHandler("hconc", ns, &dtqv1alpha1.QueueHandler{HTTP: &dtqv1alpha1.HTTPHandler{Port: 8000, Concurrency: ptr.To[int32](0)}}), "spec.handler.http.concurrency"),
 	)
+
+	It("accepts an HTTP handler and defaults its path", func() {
+		q := withHandler("hok", ns, &dtqv1alpha1.QueueHandler{HTTP: &dtqv1alpha1.HTTPHandler{Port: 8000}})
+		Expect(k8sClient.Create(ctx, q)).To(Succeed())
+		got := &dtqv1alpha1.Queue{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(q), got)).To(Succeed())
+		Expect(got.Spec.Handler.HTTP.Path).To(Equal("/"))
+	})
 
 	DescribeTable("keeps the Task spec immutable except cancel and retryGeneration",
 		func(name string, mutate func(*dtqv1alpha1.Task), field string) {
@@ -159,4 +174,12 @@ func withPayload(t *dtqv1alpha1.Task, raw string) *dtqv1alpha1.Task {
 func withNotBefore(t *dtqv1alpha1.Task) *dtqv1alpha1.Task {
 	t.Spec.NotBefore = &metav1.Time{Time: time.Now().Add(time.Hour)}
 	return t
+}
+
+// withHandler is a Queue with an app container and handler h.
+func withHandler(name, ns string, h *dtqv1alpha1.QueueHandler) *dtqv1alpha1.Queue {
+	q := testutil.MakeQueue(name, ns).Obj()
+	q.Spec.WorkerTemplate.Spec.Containers = []corev1.Container{{Name: "app", Image: "app:1"}}
+	q.Spec.Handler = h
+	return q
 }

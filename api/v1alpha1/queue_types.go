@@ -126,6 +126,49 @@ type QueueSpec struct {
 	// paused stops workers from starting new tasks; submissions are still accepted.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// handler says how the queue's tasks reach their handler. Unset, the
+	// worker container runs Go handlers linked with the worker SDK
+	// (docs/worker.md); handler.http delivers each task to the first
+	// container of workerTemplate over HTTP on localhost, through a delivery
+	// sidecar the operator adds to the pod (docs/http-handlers.md).
+	// +optional
+	Handler *QueueHandler `json:"handler,omitempty"`
+}
+
+// QueueHandler names the handler of a queue's tasks.
+// +kubebuilder:validation:XValidation:rule="has(self.http)",message="handler.http is required: it is the only handler kind"
+type QueueHandler struct {
+	// http delivers each task as POST http://127.0.0.1:<port><path> to the
+	// app container (the first container of workerTemplate).
+	// +optional
+	HTTP *HTTPHandler `json:"http,omitempty"`
+}
+
+// HTTPHandler is the app container's endpoint that tasks are delivered to.
+// The request is cancelled at the task's deadline (taskTimeout, or the
+// task's own timeout): there is no separate request timeout.
+// +kubebuilder:validation:XValidation:rule="self.port != 8080 && self.port != 8081",message="handler.http.port must not be 8080 or 8081: the delivery sidecar serves its metrics and its API on them"
+type HTTPHandler struct {
+	// port is the app container's port on 127.0.0.1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +required
+	Port int32 `json:"port"`
+
+	// path is the request path tasks are POSTed to.
+	// +kubebuilder:default="/"
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.contains('?') && !self.contains('#') && !self.contains(' ')",message="handler.http.path must start with '/' and hold no query, fragment or space, such as /tasks"
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// concurrency caps the requests one pod has open at once; unset, the
+	// queue's concurrency.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Concurrency *int32 `json:"concurrency,omitempty"`
 }
 
 // QueueScaling sizes the worker Deployment:
@@ -240,6 +283,10 @@ const (
 	// QueueRedisIsolated is True when the workers reach Redis as their
 	// namespace's own ACL user, which can touch only this namespace's keys.
 	QueueRedisIsolated = "RedisIsolated"
+	// QueueHandlerReachable is False while a worker's delivery sidecar has
+	// paused delivery because the app answers 404 to every task (a wrong
+	// spec.handler.http.path or port). Set only on Queues with an HTTP handler.
+	QueueHandlerReachable = "HandlerReachable"
 	// QueueWorkerEnvOverridden is True when workerTemplate sets variables the
 	// operator owns (the queue's identity, the Redis credential); the
 	// operator's values replace them.
@@ -254,6 +301,10 @@ const (
 	ReasonWorkersReady       = "WorkersReady"
 	ReasonWorkersStarting    = "WorkersStarting"
 	ReasonScaledToZero       = "ScaledToZero"
+	// ReasonHandlerNotFound: the app answered 404 to every recent task.
+	ReasonHandlerNotFound = "HandlerNotFound"
+	// ReasonHandlerAnswering: no worker reports a missing route.
+	ReasonHandlerAnswering = "HandlerAnswering"
 )
 
 // Reasons of the ownership and isolation conditions.

@@ -19,6 +19,10 @@ limitations under the License.
 // Queue controller injects (docs/worker.md). It exits 0 after a graceful drain
 // on SIGTERM or SIGINT.
 //
+// `worker delivery` runs the delivery sidecar of a Queue with an HTTP handler
+// (package internal/delivery, docs/http-handlers.md) instead of the demo
+// handlers.
+//
 // DTQ_METRICS_AUTH=kubernetes guards /metrics with Kubernetes authentication
 // (package metricsauth).
 //
@@ -40,6 +44,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtq-dev/dtq/internal/delivery"
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/internal/tracing"
@@ -49,7 +54,7 @@ import (
 )
 
 // usage is printed by --help; the worker has no flags, only the environment.
-const usage = `Usage: worker
+const usage = `Usage: worker [delivery]
 
 dtq's reference worker: runs the demo handlers (echo, sleep, flaky, counter ...)
 of one Queue until SIGTERM, then drains. It takes no flags; the Queue controller
@@ -65,18 +70,30 @@ sets its environment (docs/worker.md):
   DTQ_WORKER_ID            consumer name (default $POD_NAME, else hostname-<random>)
   DTQ_METRICS_ADDR         /metrics, /healthz, /readyz (default :8080; 0 disables)
   DTQ_LOG_LEVEL            debug, info (default), warn, error; logs are JSON lines
+
+worker delivery runs the delivery sidecar of a Queue with spec.handler.http
+instead: each task is POSTed to the app container (docs/http-handlers.md).
+
+  DTQ_HANDLER_URL          http://127.0.0.1:<port><path> (required)
+  DTQ_HANDLER_READY_URL    the app's readiness check (default: a TCP connect)
+  DTQ_SIDECAR_ADDR         the loopback API for the app (default 127.0.0.1:8081)
 `
 
 func main() {
 	flag.Usage = func() { _, _ = fmt.Fprint(flag.CommandLine.Output(), usage) }
 	flag.Parse()
-	if err := run(); err != nil {
+	mode := flag.Arg(0)
+	if mode != "" && mode != "delivery" {
+		fmt.Fprintf(os.Stderr, "worker: unknown mode %q (want none or delivery)\n", mode)
+		os.Exit(2)
+	}
+	if err := run(mode == "delivery"); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(delivering bool) error {
 	cfg, err := worker.ConfigFromEnv()
 	if err != nil {
 		return err
@@ -90,6 +107,15 @@ func run() error {
 		return fmt.Errorf("tracing: %w", err)
 	}
 	defer func() { _ = stopTracing(context.Background()) }()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if delivering {
+		dcfg, err := delivery.ConfigFromEnv()
+		if err != nil {
+			return err
+		}
+		return delivery.Run(ctx, cfg, dcfg)
+	}
 	mux := worker.NewMux()
 	srv, err := worker.NewServer(cfg, mux)
 	if err != nil {
@@ -112,8 +138,6 @@ func run() error {
 		defer effects.Close()
 		demo.RegisterChaos(mux, effects, log, srv.WorkerID())
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	return srv.Run(ctx)
 }
 

@@ -85,6 +85,10 @@ type Options struct {
 	// WorkerImage is passed to the manager as --worker-image. The stand-in
 	// ignores images: every pod runs WorkerBin.
 	WorkerImage string
+	// AppDirs maps an app container's image to the directory its command
+	// runs in (HTTP handler pods: the stand-in runs the command, not the
+	// image), e.g. the examples' images to examples/http-handlers/*.
+	AppDirs map[string]string
 	// ManagerArgs are extra manager flags.
 	ManagerArgs []string
 	// ManagerEnv are extra KEY=value variables of the manager, e.g. the
@@ -105,6 +109,15 @@ type Options struct {
 	RedisCluster bool
 	// Log receives the stack's progress; nil discards it.
 	Log *slog.Logger
+}
+
+// ExampleApps maps the images of the HTTP handler examples to their folders
+// under the repository root, for Options.AppDirs.
+func ExampleApps(root string) map[string]string {
+	return map[string]string{
+		"ghcr.io/dtq-dev/dtq-example-python:latest": filepath.Join(root, "examples", "http-handlers", "python"),
+		"ghcr.io/dtq-dev/dtq-example-node:latest":   filepath.Join(root, "examples", "http-handlers", "node"),
+	}
 }
 
 // Stack is a running dev stack.
@@ -336,7 +349,7 @@ func (s *Stack) startKubelet(ctx context.Context, logDir string) error {
 	if err != nil {
 		return err
 	}
-	s.kubelet = newKubelet(s.Client, c, s.opts.WorkerBin, s.Dir, logDir, s.log.With("component", "kubelet"))
+	s.kubelet = newKubelet(s.Client, c, s.opts.WorkerBin, s.opts.AppDirs, s.Dir, logDir, s.log.With("component", "kubelet"))
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() { _ = c.Start(runCtx) }()
@@ -478,6 +491,11 @@ func (s *Stack) ReplaceManager(ctx context.Context, bin string) error {
 	s.manager.bin = bin
 	return s.manager.start(ctx)
 }
+
+// SetWorkerBin makes the stand-in run bin for worker containers and
+// delivery sidecars started from now on (pods already running keep theirs),
+// e.g. a deliberately broken build for one test.
+func (s *Stack) SetWorkerBin(bin string) { s.kubelet.workerBin.Store(bin) }
 
 // RestartAPI stops the API with sig (SIGKILL at once, or SIGTERM: it ends
 // its events streams and drains requests), starts it again on the same port

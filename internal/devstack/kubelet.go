@@ -26,11 +26,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -67,9 +70,10 @@ const (
 // writes the Deployment's status. The image is ignored: every pod runs the
 // worker binary.
 type kubelet struct {
-	api       client.Client // uncached: secrets, config maps, status writes
-	reader    client.Reader // the Deployment informer
-	workerBin string
+	api       client.Client     // uncached: secrets, config maps, status writes
+	reader    client.Reader     // the Deployment informer
+	workerBin atomic.Value      // string; Stack.SetWorkerBin changes it for pods started after
+	appDirs   map[string]string // image -> directory its app container runs in
 	stackDir  string
 	logDir    string
 	log       *slog.Logger
@@ -92,6 +96,7 @@ type pod struct {
 	terminating atomic.Bool
 	restarts    atomic.Int32
 	pid         atomic.Int64
+	appPID      atomic.Int64  // the app container's process (HTTP handler pods)
 	metricsAddr atomic.Value  // string: host:port of the running process's /metrics
 	stopCh      chan struct{} // closed to terminate
 	done        chan struct{} // closed when the pod is gone
@@ -101,17 +106,20 @@ type pod struct {
 type PodInfo struct {
 	Namespace, Deployment, Name string
 	PID                         int    // 0 while not running (restart backoff)
+	AppPID                      int    // an HTTP handler pod's app process; 0 when none or not running
 	MetricsAddr                 string // host:port serving the worker's /metrics, /healthz and /readyz
 	Ready, Terminating          bool
 	Restarts                    int
 }
 
-func newKubelet(api client.Client, reader client.Reader, workerBin, stackDir, logDir string, log *slog.Logger) *kubelet {
-	return &kubelet{
-		api: api, reader: reader, workerBin: workerBin, stackDir: stackDir, logDir: logDir, log: log,
+func newKubelet(api client.Client, reader client.Reader, workerBin string, appDirs map[string]string, stackDir, logDir string, log *slog.Logger) *kubelet {
+	k := &kubelet{
+		api: api, reader: reader, appDirs: appDirs, stackDir: stackDir, logDir: logDir, log: log,
 		trigger: make(chan struct{}, 1),
 		deps:    map[types.NamespacedName]map[string]*pod{},
 	}
+	k.workerBin.Store(workerBin)
+	return k
 }
 
 // deploymentCacheOptions makes the cache watch only worker Deployments.
@@ -298,8 +306,11 @@ func (k *kubelet) writeStatus(ctx context.Context, d *appsv1.Deployment) error {
 	return k.api.Status().Patch(ctx, patched, client.MergeFrom(d))
 }
 
-// runPod runs the pod's process and restarts it when it exits (restartPolicy
-// Always) with exponential backoff, until the pod is terminated.
+// runPod runs the pod's processes until it is terminated: the worker binary
+// (the worker container, or the delivery sidecar of an HTTP handler pod,
+// whose app container's command runs beside it). Each is restarted when it
+// exits (restartPolicy Always) with exponential backoff. Like a kubelet, a
+// terminated pod stops its app container before its sidecar.
 func (k *kubelet) runPod(p *pod) {
 	defer func() {
 		p.ready.Store(false)
@@ -311,28 +322,78 @@ func (k *kubelet) runPod(p *pod) {
 	if s := p.template.Spec.TerminationGracePeriodSeconds; s != nil {
 		grace = time.Duration(*s) * time.Second
 	}
-	logPath := filepath.Join(k.logDir, fmt.Sprintf("worker_%s_%s.log", p.deploy.Namespace, p.name))
+	sidecar, app := podContainers(&p.template.Spec)
+	if app == nil {
+		k.runContainer(p, "worker", p.stopCh, grace, func(logPath string) (*child, string, error) { return k.startWorker(p, sidecar, nil, logPath) }, &p.pid)
+		return
+	}
+	ports, err := newPodPorts()
+	if err != nil {
+		k.log.Warn("Worker pod cannot start", "pod", p.name, "error", err)
+		<-p.stopCh
+		return
+	}
+	sidecarStop := make(chan struct{})
+	sidecarDone := make(chan struct{})
+	go func() {
+		defer close(sidecarDone)
+		k.runContainer(p, sidecar.Name, sidecarStop, grace, func(logPath string) (*child, string, error) { return k.startWorker(p, sidecar, ports, logPath) }, &p.pid)
+	}()
+	k.runContainer(p, app.Name, p.stopCh, grace, func(logPath string) (*child, string, error) { return k.startApp(p, app, ports, logPath) }, &p.appPID)
+	close(sidecarStop)
+	<-sidecarDone
+}
+
+// podContainers returns the container running the worker binary (the
+// delivery sidecar, a restartable init container, when the pod has one;
+// else the first container) and the app container beside a sidecar (nil
+// without one).
+func podContainers(ps *corev1.PodSpec) (worker, app *corev1.Container) {
+	for i := range ps.InitContainers {
+		c := &ps.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways && slices.Contains(c.Args, "delivery") {
+			if len(ps.Containers) > 0 {
+				return c, &ps.Containers[0]
+			}
+		}
+	}
+	if len(ps.Containers) == 0 {
+		return nil, nil
+	}
+	return &ps.Containers[0], nil
+}
+
+// runContainer runs one container's process, restarting it when it exits,
+// until stop closes; start returns the process and the URL probed for the
+// pod's readiness ("" for none).
+func (k *kubelet) runContainer(p *pod, name string, stop <-chan struct{}, grace time.Duration,
+	start func(logPath string) (*child, string, error), pid *atomic.Int64) {
+	logName := p.name
+	if name != "worker" {
+		logName += "_" + name
+	}
+	logPath := filepath.Join(k.logDir, fmt.Sprintf("worker_%s_%s.log", p.deploy.Namespace, logName))
 	backoff := time.Second
 	for {
 		started := time.Now()
-		proc, addr, err := k.startPod(p, logPath)
+		proc, probeURL, err := start(logPath)
 		if err == nil {
-			p.pid.Store(int64(proc.pid()))
-			p.metricsAddr.Store(addr)
-			if stopped := k.superviseProcess(p, proc, "http://"+addr+"/healthz", grace); stopped {
+			pid.Store(int64(proc.pid()))
+			if stopped := k.superviseProcess(p, proc, stop, probeURL, grace); stopped {
+				pid.Store(0)
 				return
 			}
-			p.pid.Store(0)
-			k.log.Warn("Worker pod exited; restarting", "pod", p.name, "exit", fmt.Sprint(proc.err),
+			pid.Store(0)
+			k.log.Warn("Worker pod container exited; restarting", "pod", p.name, "container", name, "exit", fmt.Sprint(proc.err),
 				"backoff", backoff.String(), "log", logPath)
 		} else {
-			k.log.Warn("Worker pod cannot start; retrying", "pod", p.name, "error", err, "backoff", backoff.String())
+			k.log.Warn("Worker pod container cannot start; retrying", "pod", p.name, "container", name, "error", err, "backoff", backoff.String())
 		}
 		if time.Since(started) > stableRun {
 			backoff = time.Second
 		}
 		select {
-		case <-p.stopCh:
+		case <-stop:
 			return
 		case <-time.After(backoff):
 		}
@@ -341,26 +402,34 @@ func (k *kubelet) runPod(p *pod) {
 	}
 }
 
-// superviseProcess probes the process until it exits (false) or the pod is
-// terminated, in which case it stops the process and returns true.
-func (k *kubelet) superviseProcess(p *pod, proc *child, url string, grace time.Duration) bool {
+// superviseProcess probes url (when set) for the pod's readiness until the
+// process exits (false) or stop closes, in which case it stops the process
+// and returns true.
+func (k *kubelet) superviseProcess(p *pod, proc *child, stop <-chan struct{}, url string, grace time.Duration) bool {
 	hc := &http.Client{Timeout: 500 * time.Millisecond}
 	t := time.NewTicker(probePeriod)
 	defer t.Stop()
 	for {
 		select {
 		case <-proc.done:
-			p.ready.Store(false)
-			k.poke()
+			if url != "" {
+				p.ready.Store(false)
+				k.poke()
+			}
 			return false
-		case <-p.stopCh:
-			p.ready.Store(false)
-			k.poke()
+		case <-stop:
+			if url != "" {
+				p.ready.Store(false)
+				k.poke()
+			}
 			if !proc.stop(grace) {
 				k.log.Warn("Worker pod killed after its grace period", "pod", p.name, "grace", grace.String())
 			}
 			return true
 		case <-t.C:
+			if url == "" {
+				continue
+			}
 			ok, _ := probe(hc, url)
 			if p.ready.Swap(ok) != ok {
 				k.poke()
@@ -369,12 +438,16 @@ func (k *kubelet) superviseProcess(p *pod, proc *child, url string, grace time.D
 	}
 }
 
-// startPod resolves the first container's environment and starts the worker
-// binary with it, serving /metrics and /healthz on the returned address.
-func (k *kubelet) startPod(p *pod, logPath string) (*child, string, error) {
+// startWorker resolves the environment of c (the worker container or the
+// delivery sidecar) and starts the worker binary with it, serving /metrics
+// and /healthz on a free port; ports, for a sidecar, are its pod's.
+func (k *kubelet) startWorker(p *pod, c *corev1.Container, ports *podPorts, logPath string) (*child, string, error) {
+	if c == nil {
+		return nil, "", errors.New("the pod template has no containers")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	env, err := k.resolveEnv(ctx, p)
+	env, err := k.resolveEnv(ctx, p, c)
 	if err != nil {
 		return nil, "", err
 	}
@@ -383,17 +456,105 @@ func (k *kubelet) startPod(p *pod, logPath string) (*child, string, error) {
 		return nil, "", err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command(k.workerBin)
+	cmd := exec.Command(k.workerBin.Load().(string), c.Args...)
 	env = append(env, metricsAddrEnv+"="+addr)
+	if ports != nil {
+		env = ports.sidecarEnv(env)
+	}
 	cmd.Env = env
 	proc, err := startChild("worker "+p.name, k.stackDir, logPath, cmd)
-	return proc, addr, err
+	probe := "/healthz"
+	if ports != nil {
+		probe = "/readyz" // a sidecar is ready once it delivers to a ready app
+	}
+	return proc, "http://" + addr + probe, err
 }
 
-// resolveEnv turns the first container's env and envFrom into KEY=value
-// pairs, the way a kubelet would: secret and config map references are read
-// from the API, field references name the local pod.
-func (k *kubelet) resolveEnv(ctx context.Context, p *pod) ([]string, error) {
+// startApp starts an app container's command and args as a local process
+// in the directory given for its image (Options.AppDirs), else its
+// workingDir, else the stack's working directory. The stand-in has no
+// network namespaces, so each pod's app gets a free port in $PORT and the
+// sidecar's URL rewritten to that pod's (podPorts).
+func (k *kubelet) startApp(p *pod, c *corev1.Container, ports *podPorts, logPath string) (*child, string, error) {
+	argv := append(append([]string(nil), c.Command...), c.Args...)
+	if len(c.Command) == 0 {
+		return nil, "", fmt.Errorf("container %s has no command: the local stand-in runs commands, not images", c.Name)
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, "", fmt.Errorf("container %s: %w (make dev installs python3 and nodejs: hack/handler-runtimes.sh)", c.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	env, err := k.resolveEnv(ctx, p, c)
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = ports.appEnv(env)
+	switch dir, ok := k.appDirs[c.Image]; {
+	case ok:
+		cmd.Dir = dir
+	case c.WorkingDir != "":
+		if st, err := os.Stat(c.WorkingDir); err == nil && st.IsDir() {
+			cmd.Dir = c.WorkingDir
+		}
+	}
+	proc, err := startChild("app "+p.name, k.stackDir, logPath, cmd)
+	return proc, "", err
+}
+
+// podPorts are an HTTP handler pod's loopback ports: the app's (its $PORT)
+// and the sidecar API's, fixed for the pod's life.
+type podPorts struct{ app, api int }
+
+func newPodPorts() (*podPorts, error) {
+	app, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	api, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return &podPorts{app: app, api: api}, nil
+}
+
+// sidecarEnv points the sidecar's handler URLs at the app's port and its
+// API at the pod's.
+func (pp *podPorts) sidecarEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, v, _ := strings.Cut(kv, "=")
+		switch name {
+		case "DTQ_HANDLER_URL", "DTQ_HANDLER_READY_URL":
+			if u, err := url.Parse(v); err == nil {
+				u.Host = "127.0.0.1:" + strconv.Itoa(pp.app)
+				v = u.String()
+			}
+		case "DTQ_SIDECAR_ADDR":
+			v = "127.0.0.1:" + strconv.Itoa(pp.api)
+		}
+		out = append(out, name+"="+v)
+	}
+	return out
+}
+
+// appEnv sets the app's $PORT and its sidecar URL to the pod's.
+func (pp *podPorts) appEnv(env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "PORT" && name != "DTQ_SIDECAR_URL" {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "PORT="+strconv.Itoa(pp.app), "DTQ_SIDECAR_URL=http://127.0.0.1:"+strconv.Itoa(pp.api))
+}
+
+// resolveEnv turns c's env and envFrom into KEY=value pairs, the way a
+// kubelet would: secret and config map references are read from the API,
+// field references name the local pod.
+func (k *kubelet) resolveEnv(ctx context.Context, p *pod, c *corev1.Container) ([]string, error) {
 	vals := map[string]string{}
 	var order []string
 	set := func(name, v string) {
@@ -404,10 +565,6 @@ func (k *kubelet) resolveEnv(ctx context.Context, p *pod) ([]string, error) {
 	}
 	set("PATH", os.Getenv("PATH"))
 	set("HOSTNAME", p.name)
-	if len(p.template.Spec.Containers) == 0 {
-		return nil, errors.New("the pod template has no containers")
-	}
-	c := p.template.Spec.Containers[0]
 	ns := p.deploy.Namespace
 	for _, from := range c.EnvFrom {
 		data, err := k.envFromSource(ctx, ns, from)
@@ -543,7 +700,7 @@ func (k *kubelet) pods() []PodInfo {
 		for _, p := range pods {
 			addr, _ := p.metricsAddr.Load().(string)
 			out = append(out, PodInfo{
-				Namespace: key.Namespace, Deployment: key.Name, Name: p.name, PID: int(p.pid.Load()), MetricsAddr: addr,
+				Namespace: key.Namespace, Deployment: key.Name, Name: p.name, PID: int(p.pid.Load()), AppPID: int(p.appPID.Load()), MetricsAddr: addr,
 				Ready: p.ready.Load(), Terminating: p.terminating.Load(), Restarts: int(p.restarts.Load()),
 			})
 		}

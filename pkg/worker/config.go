@@ -84,6 +84,13 @@ type Config struct {
 	// Kubernetes authentication of package metricsauth.
 	MetricsMiddleware func(http.Handler) (http.Handler, error)
 
+	// Hold, when set, is asked before each read: while it returns a
+	// non-empty status the server reads no new tasks (those in flight run
+	// on), reports that status in its heartbeat record instead of ready or
+	// busy, and /readyz answers 503. The HTTP delivery sidecar holds while
+	// the app is not ready or answers 404 to every task.
+	Hold func() string
+
 	// Logger receives the server's logs; default slog.Default(). ConfigFromEnv
 	// sets dtq's JSON logger at DTQ_LOG_LEVEL (docs/observability.md).
 	Logger *slog.Logger

@@ -72,6 +72,10 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 			return
 		default:
 		}
+		if !s.waitHold(stop) {
+			s.release(1)
+			return
+		}
 		n := 1
 		for n < s.cfg.Concurrency && s.tryAcquire() {
 			n++
@@ -118,6 +122,16 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// waitHold waits while cfg.Hold holds; false when stop closed first.
+func (s *Server) waitHold(stop <-chan struct{}) bool {
+	for s.cfg.Hold != nil && s.cfg.Hold() != "" {
+		if !sleepStop(stop, holdPoll) {
+			return false
+		}
+	}
+	return true
 }
 
 // dispatchAll runs es holding n slots: extra slots are released; an

@@ -48,6 +48,7 @@ const (
 const (
 	readBlock      = time.Second            // longest blocking read; bounds how long a stop waits for the reader
 	cancelPoll     = 250 * time.Millisecond // cancel-request polling period
+	holdPoll       = 100 * time.Millisecond // Config.Hold polling period
 	promoteLimit   = 100                    // schedule members promoted per call
 	maxPromoteWait = time.Second            // longest scheduler sleep
 	opTimeout      = 10 * time.Second       // per engine call
@@ -174,6 +175,11 @@ func (s *Server) Status() string {
 }
 
 func (s *Server) statusLocked() string {
+	if s.status == StatusReady && s.cfg.Hold != nil {
+		if h := s.cfg.Hold(); h != "" {
+			return h
+		}
+	}
 	if s.status == StatusReady && len(s.inflight) > 0 {
 		return StatusBusy
 	}

@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"slices"
 	"sync/atomic"
@@ -30,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/delivery"
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
@@ -39,6 +42,7 @@ import (
 // tasks (p50/p99 printed after the table row). Submission is untimed.
 func init() {
 	register(Case{Group: "Workers", Name: "drain 20k no-op, 32 slots", Dtq: dtqDrain, Peer: asynqDrain})
+	register(Case{Group: "Workers", Name: "drain 20k no-op via HTTP sidecar, 32 slots", Dtq: sidecarDrain, Peer: asynqDrain})
 	register(Case{Group: "Workers", Name: "idle latency (seq tasks/s)", Dtq: dtqLatency, Peer: asynqLatency})
 }
 
@@ -73,6 +77,45 @@ func dtqServer(rdb redis.UniversalClient, h worker.Handler) (stop func(), err er
 }
 
 func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
+	return drainThrough(ctx, p, "dtq", func(rdb redis.UniversalClient, done func()) (func(), error) {
+		mux := worker.NewMux()
+		mux.HandleFunc("noop", func(ctx context.Context, t *worker.Task) (any, error) {
+			done()
+			return nil, nil
+		})
+		return dtqServer(rdb, mux)
+	})
+}
+
+// sidecarDrain drains through the HTTP delivery sidecar (delivery.Run, the
+// code of `worker delivery`) to a minimal net/http handler on loopback that
+// answers 200 with no body.
+func sidecarDrain(ctx context.Context, p Params) (int, time.Duration, error) {
+	return drainThrough(ctx, p, "dtq-sidecar", func(rdb redis.UniversalClient, done func()) (func(), error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		app := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			done()
+			w.WriteHeader(http.StatusOK)
+		})}
+		go func() { _ = app.Serve(ln) }()
+		rctx, cancel := context.WithCancel(context.Background())
+		fin := make(chan struct{})
+		go func() {
+			defer close(fin)
+			_ = delivery.Run(rctx, worker.Config{Redis: rdb, Namespace: workerQueue.Namespace, Queue: workerQueue.Name,
+				Concurrency: drainSlots, Logger: quietLog()}, delivery.Config{HandlerURL: "http://" + ln.Addr().String() + "/"})
+		}()
+		return func() { cancel(); <-fin; _ = app.Close() }, nil
+	})
+}
+
+// drainThrough pre-submits the backlog, then times start's server (which
+// calls done once per task run) until the queue is empty.
+func drainThrough(ctx context.Context, p Params, who string, start func(rdb redis.UniversalClient, done func()) (func(), error)) (int, time.Duration, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: drainSlots + 16})
 	defer rdb.Close()
 	b, err := dtqQueue(ctx, rdb, drainTasks)
@@ -87,16 +130,14 @@ func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 	}
 	var n atomic.Int64
 	fin := make(chan struct{})
-	mux := worker.NewMux()
-	mux.HandleFunc("noop", func(ctx context.Context, t *worker.Task) (any, error) {
+	done := func() {
 		if n.Add(1) == drainTasks {
 			close(fin)
 		}
-		return nil, nil
-	})
-	report := drainCPU(ctx, p.Addr, "dtq")
-	start := time.Now()
-	stop, err := dtqServer(rdb, mux)
+	}
+	report := drainCPU(ctx, p.Addr, who)
+	begin := time.Now()
+	stop, err := start(rdb, done)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -104,9 +145,9 @@ func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 	select {
 	case <-fin:
 	case <-time.After(5 * time.Minute):
-		return 0, 0, fmt.Errorf("dtq drain: %d of %d after 5m", n.Load(), drainTasks)
+		return 0, 0, fmt.Errorf("%s drain: %d of %d after 5m", who, n.Load(), drainTasks)
 	}
-	d := time.Since(start)
+	d := time.Since(begin)
 	// Completion of the last tasks is part of the drain: wait until nothing is in flight.
 	for {
 		st, err := b.Stats(ctx, workerQueue)
@@ -118,7 +159,7 @@ func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	d = time.Since(start)
+	d = time.Since(begin)
 	report(d)
 	return drainTasks, d, nil
 }

@@ -74,6 +74,18 @@ func TestCheckerSeesBrokenBuild(t *testing.T) {
 // patched: old, found exactly once, replaced by repl. It returns the binary.
 func buildBroken(t *testing.T, file, old, repl string) string {
 	t.Helper()
+	return buildPatched(t, "manager", file, old, repl)
+}
+
+// buildBrokenWorker is buildBroken for the worker binary.
+func buildBrokenWorker(t *testing.T, file, old, repl string) string {
+	t.Helper()
+	return buildPatched(t, "worker", file, old, repl)
+}
+
+// buildPatched builds ./cmd/<cmd> with file patched (see buildBroken).
+func buildPatched(t *testing.T, cmdName, file, old, repl string) string {
+	t.Helper()
 	root := envtestutil.RepoRoot()
 	src, err := os.ReadFile(filepath.Join(root, file))
 	must(t, err)
@@ -86,12 +98,12 @@ func buildBroken(t *testing.T, file, old, repl string) string {
 	overlay, err := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(root, file): patched}})
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o644))
-	bin := filepath.Join(dir, "manager")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-overlay", filepath.Join(dir, "overlay.json"), "-o", bin, "./cmd/manager")
+	bin := filepath.Join(dir, cmdName)
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-overlay", filepath.Join(dir, "overlay.json"), "-o", bin, "./cmd/"+cmdName)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatal(fmt.Errorf("go build the broken manager: %w\n%s", err, out))
+		t.Fatal(fmt.Errorf("go build the broken %s: %w\n%s", cmdName, err, out))
 	}
 	return bin
 }

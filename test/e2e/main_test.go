@@ -122,7 +122,9 @@ func run(m *testing.M) int {
 			AssetsDir:  envtestutil.AssetsDir(),
 			ManagerBin: managerBin,
 			WorkerBin:  filepath.Join(binDir, "worker"),
-			APIBin:     filepath.Join(binDir, "api"),
+			// HTTP handler pods run the examples' commands in their folders.
+			AppDirs: devstack.ExampleApps(root),
+			APIBin:  filepath.Join(binDir, "api"),
 			// Short keep-alives, and denials cached briefly so a RoleBinding
 			// made during a test takes effect within it.
 			APIArgs:      []string{"--events-keepalive=1s", "--authz-deny-cache-ttl=2s"},

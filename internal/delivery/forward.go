@@ -1,0 +1,318 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package delivery
+
+// The forwarder: a worker.Handler that POSTs each task to the app and maps
+// the answer to the SDK's outcome (outcomeOf, pure and table-tested).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/dtq-dev/dtq/internal/wait"
+	"github.com/dtq-dev/dtq/pkg/worker"
+)
+
+// Request and response headers of the contract (docs/http-handlers.md).
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderTaskID         = "Dtq-Task-Id"
+	HeaderTaskType       = "Dtq-Task-Type"
+	HeaderAttempt        = "Dtq-Attempt"
+	HeaderMaxAttempts    = "Dtq-Max-Attempts"
+	HeaderDeadline       = "Dtq-Deadline"
+	HeaderNamespace      = "Dtq-Namespace"
+	HeaderQueue          = "Dtq-Queue"
+	HeaderToken          = "Dtq-Sidecar-Token"
+	// HeaderVerdict in a response overrides the status code: "retry" (retry
+	// with the queue's backoff) or "fail" (dead letter now).
+	HeaderVerdict = "Dtq-Verdict"
+)
+
+const (
+	// maxBody bounds what is read of a response (a result, or an error
+	// message); the engine truncates stored results to the queue's limit.
+	maxBody = 1 << 20
+	// maxMessage bounds the error message taken from a failed response.
+	maxMessage = 1024
+	// notFoundRetry is how often a task answered 404 without a verdict is
+	// sent again while the route stays missing.
+	notFoundRetry = 2 * time.Second
+)
+
+// forwarder is the sidecar's worker.Handler.
+type forwarder struct {
+	cfg       Config
+	client    *http.Client
+	log       *slog.Logger
+	gate      *gate
+	ns, queue string
+
+	mu      sync.Mutex
+	running map[string]*running // by task ID
+}
+
+// running is one open request, for the loopback API.
+type running struct {
+	ctx      context.Context
+	progress json.RawMessage
+}
+
+func newForwarder(cfg Config, log *slog.Logger) *forwarder {
+	if log == nil {
+		log = slog.Default()
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 1024
+	tr.Proxy = nil // loopback only
+	// Close idle connections before the app's server does (Node's default
+	// keep-alive timeout is 5 s): a POST on a connection the app is closing
+	// would fail after it was sent, costing the attempt.
+	tr.IdleConnTimeout = 4 * time.Second
+	return &forwarder{
+		cfg: cfg, log: log, running: map[string]*running{},
+		client: &http.Client{Transport: tr},
+		gate:   newGate(cfg, log),
+	}
+}
+
+// ProcessTask sends t to the app until an answer decides its outcome. A 404
+// without a verdict (route missing), a 429/503 whose Retry-After falls
+// before the deadline, or a refused connection sends the same attempt again
+// later; the request is
+// cancelled with ctx (the task's deadline, a cancel request, the drain or a
+// lost lease).
+func (f *forwarder) ProcessTask(ctx context.Context, t *worker.Task) (any, error) {
+	f.track(t.ID, ctx)
+	defer f.untrack(t.ID)
+	for {
+		if err := f.gate.waitThrottle(ctx); err != nil {
+			return nil, err
+		}
+		a := f.send(ctx, t)
+		if a.err != nil && ctx.Err() == nil {
+			// The app is down or restarting: read nothing more until it is
+			// ready again. A refused connection delivered nothing, so the
+			// same attempt is sent again then (until its deadline); a
+			// connection lost mid-request costs the attempt.
+			f.gate.appGone()
+			if isRefused(a.err) {
+				if err := f.gate.waitReady(ctx); err != nil {
+					return nil, fmt.Errorf("the app refused the connection and was not ready again in time: %w: %w", a.err, err)
+				}
+				continue
+			}
+		}
+		o := outcomeOf(a, time.Now(), t.Deadline)
+		switch {
+		case o.again > 0:
+			f.gate.throttle(time.Now().Add(o.again))
+			continue
+		case o.notFound:
+			f.gate.notFound(true)
+			err := wait.Sleep(ctx, notFoundRetry)
+			f.gate.notFound(false)
+			if err != nil {
+				return nil, fmt.Errorf("the app answered 404 (route %s missing?): %w", f.cfg.HandlerURL, err)
+			}
+			continue
+		}
+		f.gate.answered()
+		return o.result, o.err
+	}
+}
+
+// answer is what one request got: a status, headers and body, or an error.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+func (f *forwarder) send(ctx context.Context, t *worker.Task) answer {
+	body := []byte(t.Payload)
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.cfg.HandlerURL, bytes.NewReader(body))
+	if err != nil {
+		return answer{err: err}
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	if t.IdempotencyKey != "" {
+		h.Set(HeaderIdempotencyKey, t.IdempotencyKey)
+	}
+	h.Set(HeaderTaskID, t.ID)
+	h.Set(HeaderTaskType, t.Type)
+	h.Set(HeaderAttempt, strconv.Itoa(t.Attempt))
+	h.Set(HeaderMaxAttempts, strconv.Itoa(t.MaxAttempts))
+	h.Set(HeaderDeadline, t.Deadline.UTC().Format(time.RFC3339Nano))
+	h.Set(HeaderNamespace, f.ns)
+	h.Set(HeaderQueue, f.queue)
+	h.Set(HeaderToken, f.cfg.Token)
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return answer{err: fmt.Errorf("read the app's answer: %w", err)}
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// outcome is how one answer ends the attempt: a result or an error for the
+// SDK, or a request to send again (after again, or while the route is
+// missing).
+type outcome struct {
+	result   any
+	err      error
+	again    time.Duration
+	notFound bool
+}
+
+// permanent is a failure the SDK dead-letters at once (errors.Is SkipRetry),
+// with the app's message as the recorded error.
+type permanent struct{ msg string }
+
+func (e *permanent) Error() string        { return e.msg }
+func (e *permanent) Is(target error) bool { return target == worker.SkipRetry }
+
+// outcomeOf maps an answer received at now, for a task due at deadline, to
+// its outcome (the table of docs/http-handlers.md).
+func outcomeOf(a answer, now, deadline time.Time) outcome {
+	if a.err != nil {
+		// Refused, reset, or cancelled (the SDK tells a deadline from a
+		// cancel by its context's cause).
+		return outcome{err: a.err}
+	}
+	msg := fmt.Sprintf("HTTP %d from the handler", a.status)
+	if m := message(a.body); m != "" {
+		msg += ": " + m
+	}
+	switch strings.ToLower(strings.TrimSpace(a.header.Get(HeaderVerdict))) {
+	case "retry":
+		return outcome{err: worker.Retryable(errors.New(msg + " (verdict retry)"))}
+	case "fail":
+		return outcome{err: &permanent{msg: msg + " (verdict fail)"}}
+	}
+	switch s := a.status; {
+	case s >= 200 && s < 300:
+		return success(a.body)
+	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable:
+		if d, ok := retryAfter(a.header.Get("Retry-After"), now); ok && now.Add(d).Before(deadline) {
+			return outcome{again: max(d, time.Millisecond)}
+		}
+		return outcome{err: worker.Retryable(errors.New(msg))}
+	case s == http.StatusNotFound:
+		return outcome{notFound: true}
+	case s >= 400 && s < 500:
+		return outcome{err: &permanent{msg: msg}}
+	}
+	return outcome{err: worker.Retryable(errors.New(msg))}
+}
+
+// success is a 2xx answer's result: its JSON body, none when empty.
+func success(body []byte) outcome {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return outcome{}
+	}
+	if len(body) > maxBody {
+		return outcome{err: &permanent{msg: fmt.Sprintf("the handler's result is larger than %d bytes", maxBody)}}
+	}
+	if !json.Valid(body) {
+		return outcome{err: &permanent{msg: "the handler's 2xx body is not JSON"}}
+	}
+	return outcome{result: json.RawMessage(body)}
+}
+
+// message is a failed answer's error text: a JSON body's "error" or
+// "message" string, else the body, trimmed and bounded.
+func message(body []byte) string {
+	var m struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	s := strings.TrimSpace(string(body))
+	if json.Unmarshal(body, &m) == nil {
+		if m.Error != "" {
+			s = m.Error
+		} else if m.Message != "" {
+			s = m.Message
+		}
+	}
+	if len(s) > maxMessage {
+		s = s[:maxMessage] + "..."
+	}
+	return s
+}
+
+// retryAfter parses a Retry-After value (seconds or an HTTP date).
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, t.Sub(now)), true
+	}
+	return 0, false
+}
+
+func isRefused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func (f *forwarder) track(id string, ctx context.Context) {
+	f.mu.Lock()
+	f.running[id] = &running{ctx: ctx}
+	f.mu.Unlock()
+}
+
+func (f *forwarder) untrack(id string) {
+	f.mu.Lock()
+	delete(f.running, id)
+	f.mu.Unlock()
+}
+
+// lookup returns the running request of task id, nil when none.
+func (f *forwarder) lookup(id string) *running {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.running[id]
+}
