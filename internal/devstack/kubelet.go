@@ -402,23 +402,23 @@ func (k *kubelet) runContainer(p *pod, name string, stop <-chan struct{}, grace 
 	}
 }
 
-// superviseProcess probes url (when set) for the pod's readiness until the
+// superviseProcess probes probeURL (when set) for the pod's readiness until the
 // process exits (false) or stop closes, in which case it stops the process
 // and returns true.
-func (k *kubelet) superviseProcess(p *pod, proc *child, stop <-chan struct{}, url string, grace time.Duration) bool {
+func (k *kubelet) superviseProcess(p *pod, proc *child, stop <-chan struct{}, probeURL string, grace time.Duration) bool {
 	hc := &http.Client{Timeout: 500 * time.Millisecond}
 	t := time.NewTicker(probePeriod)
 	defer t.Stop()
 	for {
 		select {
 		case <-proc.done:
-			if url != "" {
+			if probeURL != "" {
 				p.ready.Store(false)
 				k.poke()
 			}
 			return false
 		case <-stop:
-			if url != "" {
+			if probeURL != "" {
 				p.ready.Store(false)
 				k.poke()
 			}
@@ -427,10 +427,10 @@ func (k *kubelet) superviseProcess(p *pod, proc *child, stop <-chan struct{}, ur
 			}
 			return true
 		case <-t.C:
-			if url == "" {
+			if probeURL == "" {
 				continue
 			}
-			ok, _ := probe(hc, url)
+			ok, _ := probe(hc, probeURL)
 			if p.ready.Swap(ok) != ok {
 				k.poke()
 			}

@@ -53,7 +53,12 @@ func TestHoldStopsReads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
 	id := workertest.Submit(t, rdb, o, "x", nil, workertest.SubmitOptions{})
 	b := broker.New(rdb)
 	q := broker.QueueRef{Namespace: "default", Name: o.Queue}
