@@ -17,7 +17,6 @@ limitations under the License.
 package broker
 
 import (
-	"bytes"
 	"strconv"
 	"testing"
 	"time"
@@ -97,31 +96,87 @@ func TestOldLayoutTasksStayReadable(t *testing.T) {
 	}
 }
 
-// New tasks keep the fields only Go reads in one packed field, and the
-// packed encoding carries any bytes (a type with the separators of other
-// encodings in it).
-func TestPackedImmutableFields(t *testing.T) {
+// A new task's hash keeps type, id, created_at, meta and trace as fields of
+// their own (no packed imm field), and a typical task's hash (a short type,
+// payload and metadata, a traceparent) stays listpack-encoded: every value is
+// under Redis's default hash-max-listpack-value (64 bytes), which the packed
+// field of the unreleased layout was not.
+func TestTaskHashStaysListpack(t *testing.T) {
 	e := newEnv(t)
-	typ := "a:b\x00c 1:x"
-	ti := e.mustSubmit(SubmitRequest{ID: "p1", Type: typ, Payload: raw(`{"a":1}`), Metadata: raw(`{"m":"x"}`)})
-	h := e.rdb.HGetAll(ctx, keysFor(e.q).task("p1")).Val()
-	for _, f := range immutableFields {
-		if _, ok := h[f]; ok {
-			t.Errorf("new task hash has its own %q field: %v", f, h)
+	const tp = "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"
+	res, errs, err := e.b.submitMany(ctx, e.q, []SubmitRequest{{Type: "email.send", Payload: raw(`{"to":"a@example.com"}`),
+		Metadata: raw(`{"tenant":"acme"}`)}}, tp)
+	if err != nil || errs[0] != nil {
+		t.Fatal(err, errs[0])
+	}
+	ti := res[0].Task
+	tk := keysFor(e.q).task(ti.ID)
+	h := e.rdb.HGetAll(ctx, tk).Val()
+	want := map[string]string{"type": "email.send", "id": ti.ID, "created_at": strconv.FormatInt(ti.CreatedAt.UnixMilli(), 10),
+		"meta": `{"tenant":"acme"}`, "trace": tp}
+	for f, v := range want {
+		if h[f] != v {
+			t.Errorf("field %q = %q, want %q (hash %v)", f, h[f], v, h)
 		}
 	}
-	fs, err := unpack([]byte(h[fieldImmutable]), len(immutableFields))
-	if err != nil || string(fs[0]) != typ || string(fs[1]) != "p1" || string(fs[2]) != strconv.FormatInt(ti.CreatedAt.UnixMilli(), 10) ||
-		!bytes.Equal(fs[3], []byte(`{"m":"x"}`)) {
-		t.Fatalf("packed field %q: %q %v", h[fieldImmutable], fs, err)
+	if _, ok := h[fieldImmutable]; ok {
+		t.Errorf("new task hash has a packed %q field: %v", fieldImmutable, h)
 	}
-	if got := e.task("p1"); got.Type != typ || got.ID != "p1" || string(got.Metadata) != `{"m":"x"}` {
+	if enc := e.rdb.ObjectEncoding(ctx, tk).Val(); enc != "listpack" {
+		t.Errorf("OBJECT ENCODING of a typical task's hash = %q, want listpack (hash %v)", enc, h)
+	}
+	if got := e.task(ti.ID); got.Type != "email.send" || got.TraceParent != tp || string(got.Metadata) != `{"tenant":"acme"}` {
 		t.Errorf("GetTask: %+v", got)
 	}
-	if _, err := unpack(append([]byte{2}, h[fieldImmutable][1:]...), len(immutableFields)); err == nil {
+}
+
+// packedLayoutTask writes a Queued task as the unreleased packed layout's
+// submit script did: type, id, created_at, meta and trace packed in one imm
+// field.
+func (e *env) packedLayoutTask(id, typ string) {
+	e.t.Helper()
+	k := keysFor(e.q)
+	now, _ := e.b.now()
+	msg, err := e.rdb.XAdd(ctx, redisXAdd{stream: k.stream(4), id: id}.args()).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	imm := pack(nil, []byte(typ), []byte(id), []byte(strconv.FormatInt(now, 10)), []byte(`{"m":"x"}`), nil)
+	if err := e.rdb.HSet(ctx, k.task(id), fieldImmutable, imm, "payload", `{"a":1}`, "prio", 4, "state", "Queued",
+		"attempt", 1, "max_attempts", 1, "timeout_ms", 30000, "msg", msg).Err(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// A hash with a packed imm field (written by the unreleased packed layout)
+// stays readable: GetTask and the dead-letter entry's type, and the packed
+// encoding carries any bytes (a type with the separators of other encodings
+// in it).
+func TestPackedLayoutTasksStayReadable(t *testing.T) {
+	e := newEnv(t, func(c *QueueConfig) { c.DeadLetter = true })
+	typ := "a:b\x00c 1:x"
+	e.packedLayoutTask("p1", typ)
+	if got := e.task("p1"); got.Type != typ || got.ID != "p1" || string(got.Metadata) != `{"m":"x"}` || got.CreatedAt.IsZero() {
+		t.Errorf("GetTask of a packed-layout hash: %+v", got)
+	}
+	ss, err := e.b.ReadStart(ctx, e.q, "w", "w", 1, 0)
+	if err != nil || len(ss) != 1 || !ss[0].Run || ss[0].Task.ID != "p1" || ss[0].Task.Type != typ {
+		t.Fatalf("read-start of a packed-layout task: %+v %v", ss, err)
+	}
+	x := Execution{Delivery: ss[0].Delivery, WorkerID: "w", Attempt: 1}
+	if st := e.complete(x, Outcome{Err: "boom", Retryable: true}); st != StateDeadLettered {
+		t.Fatalf("exhausted packed-layout task is %s", st)
+	}
+	dls, err := e.b.DeadLetters(ctx, e.q, 10)
+	if err != nil || len(dls) != 1 || dls[0].TaskID != "p1" || dls[0].Type != typ {
+		t.Fatalf("dead letters %+v %v, want p1 of type %q", dls, err, typ)
+	}
+
+	imm := pack(nil, []byte(typ), []byte("p1"))
+	if _, err := unpack(append([]byte{2}, imm[1:]...), 2); err == nil {
 		t.Error("unpack accepted an unknown version")
 	}
-	if _, err := unpack([]byte(h[fieldImmutable])[:10], len(immutableFields)); err == nil {
+	if _, err := unpack(imm[:10], 2); err == nil {
 		t.Error("unpack accepted a cut value")
 	}
 }

@@ -28,10 +28,10 @@ import (
 // scripts read it with Redis's struct library in one C call,
 // struct.unpack(">B" .. ("I4c0" x n), s), which returns the version first.
 //
-// A submit batch item is one packed script argument (submitItemFields), and
-// a task hash's immutable fields that only Go reads are one packed hash field
-// (fieldImmutable, immutableFields): the script stores the item's packed
-// immutable part as it came, without decoding it.
+// A submit batch item is one packed script argument (submitItemFields); the
+// script stores its fields as fields of their own in the task hash. unpack
+// also reads the packed imm field of a hash written by an unreleased build
+// (fieldImmutable).
 const packVersion = 1
 
 // pack appends the packed encoding of fields to dst.

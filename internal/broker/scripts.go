@@ -120,16 +120,14 @@ end
 -- task_id is the task ID of a task hash's key (k_task(id)).
 local function task_id(tk) return string.sub(tk, #k_task("") + 1) end
 
--- task_type reads a task's type: from its packed immutable field (see
--- immutableFields in Go: the type comes first), or from its own field in a
--- hash written before there was one.
+-- task_type reads a task's type: its own field, or in a hash written by the
+-- packed layout that never shipped (fieldImmutable in Go: the type comes
+-- first), the packed imm field.
 local function task_type(tk)
-  local h = redis.call("HMGET", tk, "imm", "type")
-  if h[1] then
-    local _, typ = struct.unpack("` + luaUnpack(1) + `", h[1])
-    return typ
-  end
-  return h[2]
+  local h = redis.call("HMGET", tk, "type", "imm")
+  if h[1] or not h[2] then return h[1] end
+  local _, typ = struct.unpack("` + luaUnpack(1) + `", h[2])
+  return typ
 end
 
 local TASK_TTL -- the queue's task retention, read on first use
@@ -374,8 +372,10 @@ func batchBody(width int, body string) string {
 // expires        -> expires-at, Unix ms ("0": never)
 // chosen         -> "1": the caller chose the ID (so it may exist already); "0": fresh random
 // fromCR         -> "1": a Task CR submits it (the hash gets from_cr, which the orphan sweep reads); else "0"
+// typ            -> task type
 // payload        -> payload JSON
-// imm            -> the task hash's packed immutable field (immutableFields), stored as it is
+// meta           -> metadata object ("" none)
+// trace          -> W3C traceparent ("" none; stored as the task's trace field)
 //
 // It also adds each item's answer to the queue's counters (dtq:{<ns>/<q>}:stats,
 // one HINCRBY per kind of answer in the batch; see metrics.go); a submit naming
@@ -418,7 +418,7 @@ local queued = {} -- IDs of the new tasks, for the batch's one TaskQueued event
 
 local function submit(tk, rk, a)
   local item = unpack(ARGV, a, a + W - 1)
-  local _, id, ikey, size, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, payload, imm =
+  local _, id, ikey, size, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, typ, payload, meta, trace =
     struct.unpack(ITEM, item)
   if tonumber(size) > maxPayload then return {"toolarge", cfg[2]}, "refused:PAYLOAD_TOO_LARGE" end
   if chosen == "1" and redis.call("EXISTS", tk) == 1 then -- a retry with the same ID: not counted
@@ -459,15 +459,19 @@ local function submit(tk, rk, a)
     msg = redis.call("XADD", KEYS[3 + tonumber(prio)], "*", "t", id, "a", 1)
   end
   depth = depth + 1
-  -- The fields only Go reads come packed in imm, one field. Fields at their
-  -- default are left out (each costs a little): no ikey without a key, no
-  -- expires_at without expiry, available_at only when it is not created_at,
-  -- msg only for a stream entry (readers treat absent as such).
-  local f = {"imm", imm, "payload", payload, "prio", prio, "state", state,
-    "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout}
+  -- Every field is its own, each under hash-max-listpack-value (64 bytes) for
+  -- a typical task, so a small task's hash stays a listpack (see
+  -- TestTaskHashStaysListpack). Fields at their default are left out (each
+  -- costs a little): no ikey without a key, no expires_at without expiry,
+  -- available_at only when it is not created_at, msg only for a stream entry,
+  -- no meta or trace when empty (readers treat absent as such).
+  local f = {"id", id, "type", typ, "payload", payload, "prio", prio, "state", state,
+    "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout, "created_at", now}
   if ikey ~= "" then f[#f + 1] = "ikey"; f[#f + 1] = ikey end
   if expires ~= "0" then f[#f + 1] = "expires_at"; f[#f + 1] = expires end
   if fromCR == "1" then f[#f + 1] = "from_cr"; f[#f + 1] = "1" end
+  if meta ~= "" then f[#f + 1] = "meta"; f[#f + 1] = meta end
+  if trace ~= "" then f[#f + 1] = "trace"; f[#f + 1] = trace end
   if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg else f[#f + 1] = "available_at"; f[#f + 1] = avail end
   redis.call("HSET", tk, unpack(f))
   queued[#queued + 1] = id

@@ -268,7 +268,6 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 	keys = append(keys, k.taskIndex())
 	args := make([]any, 0, 3+submitItemArgs*len(items))
 	args = append(args, k.prefix, now, nowtxt)
-	created := strconv.AppendInt(nil, now, 10)
 	notBefore := make([]int64, len(items))
 	for i, it := range items {
 		r := it.req
@@ -284,9 +283,8 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 			fromCR = "1"
 		}
 		keys = append(keys, k.task(r.ID), idemKey)
-		imm := pack(nil, []byte(r.Type), []byte(r.ID), created, it.meta, []byte(it.trace))
 		args = append(args, packItem(r.ID, r.IdempotencyKey, len(it.payload), r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(),
-			notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, it.payload, imm))
+			notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, r.Type, it.payload, it.meta, it.trace))
 	}
 	sc := b.fast
 	if b.replicaAck != nil {
@@ -306,15 +304,16 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 }
 
 // submitItemFields is the number of fields of a packed submit item (packItem).
-const submitItemFields = 12
+const submitItemFields = 14
 
 // packItem packs one item of submitBatchScript, its fields in the order the
 // script unpacks them (see the script's ARGV).
-func packItem(id, ikey string, size, prio, maxAttempts int, timeoutMS, notBefore, expires int64, chosen, fromCR string, payload, imm []byte) []byte {
+func packItem(id, ikey string, size, prio, maxAttempts int, timeoutMS, notBefore, expires int64, chosen, fromCR, typ string,
+	payload, meta []byte, trace string) []byte {
 	n := func(v int64) []byte { return strconv.AppendInt(nil, v, 10) }
 	//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra field does not compile
 	var f [submitItemFields][]byte = [...][]byte{[]byte(id), []byte(ikey), n(int64(size)), n(int64(prio)), n(int64(maxAttempts)),
-		n(timeoutMS), n(notBefore), n(expires), []byte(chosen), []byte(fromCR), payload, imm}
+		n(timeoutMS), n(notBefore), n(expires), []byte(chosen), []byte(fromCR), []byte(typ), payload, meta, []byte(trace)}
 	return pack(nil, f[:]...)
 }
 
