@@ -97,10 +97,10 @@ func TestOldLayoutTasksStayReadable(t *testing.T) {
 }
 
 // A new task's hash keeps type, id, created_at, meta and trace as fields of
-// their own (no packed imm field), and a typical task's hash (a short type,
+// their own, and a typical task's hash (a short type,
 // payload and metadata, a traceparent) stays listpack-encoded: every value is
-// under Redis's default hash-max-listpack-value (64 bytes), which the packed
-// field of the unreleased layout was not.
+// under Redis's default hash-max-listpack-value (64 bytes); the same fields
+// packed into one value were not.
 func TestTaskHashStaysListpack(t *testing.T) {
 	e := newEnv(t)
 	const tp = "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"
@@ -119,64 +119,10 @@ func TestTaskHashStaysListpack(t *testing.T) {
 			t.Errorf("field %q = %q, want %q (hash %v)", f, h[f], v, h)
 		}
 	}
-	if _, ok := h[fieldImmutable]; ok {
-		t.Errorf("new task hash has a packed %q field: %v", fieldImmutable, h)
-	}
 	if enc := e.rdb.ObjectEncoding(ctx, tk).Val(); enc != "listpack" {
 		t.Errorf("OBJECT ENCODING of a typical task's hash = %q, want listpack (hash %v)", enc, h)
 	}
 	if got := e.task(ti.ID); got.Type != "email.send" || got.TraceParent != tp || string(got.Metadata) != `{"tenant":"acme"}` {
 		t.Errorf("GetTask: %+v", got)
-	}
-}
-
-// packedLayoutTask writes a Queued task as the unreleased packed layout's
-// submit script did: type, id, created_at, meta and trace packed in one imm
-// field.
-func (e *env) packedLayoutTask(id, typ string) {
-	e.t.Helper()
-	k := keysFor(e.q)
-	now, _ := e.b.now()
-	msg, err := e.rdb.XAdd(ctx, redisXAdd{stream: k.stream(4), id: id}.args()).Result()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	imm := pack(nil, []byte(typ), []byte(id), []byte(strconv.FormatInt(now, 10)), []byte(`{"m":"x"}`), nil)
-	if err := e.rdb.HSet(ctx, k.task(id), fieldImmutable, imm, "payload", `{"a":1}`, "prio", 4, "state", "Queued",
-		"attempt", 1, "max_attempts", 1, "timeout_ms", 30000, "msg", msg).Err(); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// A hash with a packed imm field (written by the unreleased packed layout)
-// stays readable: GetTask and the dead-letter entry's type, and the packed
-// encoding carries any bytes (a type with the separators of other encodings
-// in it).
-func TestPackedLayoutTasksStayReadable(t *testing.T) {
-	e := newEnv(t, func(c *QueueConfig) { c.DeadLetter = true })
-	typ := "a:b\x00c 1:x"
-	e.packedLayoutTask("p1", typ)
-	if got := e.task("p1"); got.Type != typ || got.ID != "p1" || string(got.Metadata) != `{"m":"x"}` || got.CreatedAt.IsZero() {
-		t.Errorf("GetTask of a packed-layout hash: %+v", got)
-	}
-	ss, err := e.b.ReadStart(ctx, e.q, "w", "w", 1, 0)
-	if err != nil || len(ss) != 1 || !ss[0].Run || ss[0].Task.ID != "p1" || ss[0].Task.Type != typ {
-		t.Fatalf("read-start of a packed-layout task: %+v %v", ss, err)
-	}
-	x := Execution{Delivery: ss[0].Delivery, WorkerID: "w", Attempt: 1}
-	if st := e.complete(x, Outcome{Err: "boom", Retryable: true}); st != StateDeadLettered {
-		t.Fatalf("exhausted packed-layout task is %s", st)
-	}
-	dls, err := e.b.DeadLetters(ctx, e.q, 10)
-	if err != nil || len(dls) != 1 || dls[0].TaskID != "p1" || dls[0].Type != typ {
-		t.Fatalf("dead letters %+v %v, want p1 of type %q", dls, err, typ)
-	}
-
-	imm := pack(nil, []byte(typ), []byte("p1"))
-	if _, err := unpack(append([]byte{2}, imm[1:]...), 2); err == nil {
-		t.Error("unpack accepted an unknown version")
-	}
-	if _, err := unpack(imm[:10], 2); err == nil {
-		t.Error("unpack accepted a cut value")
 	}
 }

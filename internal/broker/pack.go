@@ -18,7 +18,6 @@ package broker
 
 import (
 	"encoding/binary"
-	"fmt"
 	"slices"
 )
 
@@ -29,9 +28,7 @@ import (
 // struct.unpack(">B" .. ("I4c0" x n), s), which returns the version first.
 //
 // A submit batch item is one packed script argument (submitItemFields); the
-// script stores its fields as fields of their own in the task hash. unpack
-// also reads the packed imm field of a hash written by an unreleased build
-// (fieldImmutable).
+// script stores its fields as fields of their own in the task hash.
 const packVersion = 1
 
 // pack appends the packed encoding of fields to dst.
@@ -46,27 +43,6 @@ func pack(dst []byte, fields ...[]byte) []byte {
 		dst = append(dst, f...)
 	}
 	return dst
-}
-
-// unpack returns the n fields of a packed value (they share b's memory).
-func unpack(b []byte, n int) ([][]byte, error) {
-	if len(b) == 0 || b[0] != packVersion {
-		return nil, fmt.Errorf("packed value: unknown version")
-	}
-	out := make([][]byte, n)
-	b = b[1:]
-	for i := range out {
-		if len(b) < 4 {
-			return nil, fmt.Errorf("packed value: %d of %d fields", i, n)
-		}
-		l := binary.BigEndian.Uint32(b)
-		b = b[4:]
-		if uint64(len(b)) < uint64(l) {
-			return nil, fmt.Errorf("packed value: field %d is short", i)
-		}
-		out[i], b = b[:l], b[l:]
-	}
-	return out, nil
 }
 
 // luaUnpack is the struct.unpack format of a packed value of n fields: the

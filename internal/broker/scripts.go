@@ -120,15 +120,8 @@ end
 -- task_id is the task ID of a task hash's key (k_task(id)).
 local function task_id(tk) return string.sub(tk, #k_task("") + 1) end
 
--- task_type reads a task's type: its own field, or in a hash written by the
--- packed layout that never shipped (fieldImmutable in Go: the type comes
--- first), the packed imm field.
-local function task_type(tk)
-  local h = redis.call("HMGET", tk, "type", "imm")
-  if h[1] or not h[2] then return h[1] end
-  local _, typ = struct.unpack("` + luaUnpack(1) + `", h[2])
-  return typ
-end
+-- task_type reads a task's type.
+local function task_type(tk) return redis.call("HGET", tk, "type") end
 
 local TASK_TTL -- the queue's task retention, read on first use
 local function task_ttl()

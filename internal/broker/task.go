@@ -27,29 +27,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// fieldImmutable is the field in which an intermediate build of the submit
-// script (never released) stored, packed (pack.go), the fields only Go reads:
-// immutableFields, in that order. The submit script writes them as fields of
-// their own (packed, they came to ~66 bytes plus the type, over Redis's
-// default hash-max-listpack-value of 64, so every task hash left the listpack
-// encoding); taskFromHash, and the scripts' task_type, still read a hash with
-// an imm field, so a task written by that build stays readable.
-const fieldImmutable = "imm"
-
-var immutableFields = [...]string{"type", "id", "created_at", "meta", "trace"}
-
-// taskFromHash builds a TaskInfo from the fields of a task hash (for a hash
-// with a packed imm field, m gets its fields, unpacked).
+// taskFromHash builds a TaskInfo from the fields of a task hash.
 func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
-	if p, ok := m[fieldImmutable]; ok {
-		if fs, err := unpack([]byte(p), len(immutableFields)); err == nil {
-			for i, f := range immutableFields {
-				if len(fs[i]) > 0 { // meta and trace are absent when empty
-					m[f] = string(fs[i])
-				}
-			}
-		}
-	}
 	i := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
 	t := func(f string) time.Time {
 		if n := i(f); n > 0 {
