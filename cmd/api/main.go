@@ -161,6 +161,7 @@ func run(f flags, log *slog.Logger) error {
 		Events:            broker.New(events),
 		Auth:              auth,
 		PauseQueue:        httpapi.KubernetesPauser(kc),
+		Schedules:         kc,
 		Ready:             func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Log:               log,
 		Registry:          reg,

@@ -117,26 +117,6 @@ and the last slot handled.`,
 	return cmd
 }
 
-// nextRuns are the n slots of ts after the later of now and its last slot.
-func nextRuns(ts *dtqv1alpha1.TaskSchedule, now time.Time, n int) ([]time.Time, error) {
-	s, err := schedule.Parse(ts.Spec.Schedule, string(ts.Spec.TimeZone))
-	if err != nil {
-		return nil, err
-	}
-	t := now
-	if ts.Status.LastScheduleTime != nil && ts.Status.LastScheduleTime.After(now) {
-		t = ts.Status.LastScheduleTime.Time
-	}
-	var out []time.Time
-	for range n {
-		if t = s.Next(t); t.IsZero() {
-			break
-		}
-		out = append(out, t.In(s.Location()))
-	}
-	return out, nil
-}
-
 func describeSchedule(w io.Writer, ts *dtqv1alpha1.TaskSchedule, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	zone := string(ts.Spec.TimeZone)
@@ -177,7 +157,7 @@ func describeSchedule(w io.Writer, ts *dtqv1alpha1.TaskSchedule, now time.Time) 
 	for _, cond := range st.Conditions {
 		line("Condition "+cond.Type, "%s %s: %s", cond.Status, cond.Reason, cond.Message)
 	}
-	runs, err := nextRuns(ts, now, nextRunsShown)
+	runs, err := schedule.NextRuns(ts, now, nextRunsShown)
 	if err != nil {
 		line("Next runs", "none: %v", err)
 		return tw.Flush()

@@ -34,27 +34,31 @@ import (
 // Prefix + "/{queue}".
 const Prefix = "/api/v1/namespaces/{ns}/queues"
 
+// SchedulesPath lists a namespace's TaskSchedules.
+const SchedulesPath = "/api/v1/namespaces/{ns}/schedules"
+
 // route is one endpoint and the RBAC verb it needs, on the custom resources
 // of group dtq.dev in the path's namespace: submit = create tasks; reads =
 // get/list tasks; the events stream = watch tasks; cancel = update tasks;
 // queue stats, workers = get queues; list queues = list queues; pause, resume
 // = patch queues; purge of the queue's waiting tasks = delete queues/tasks;
 // dead-letter reads = get queues/deadletter, requeue = update
-// queues/deadletter, discard and purge = delete queues/deadletter. Queue and
+// queues/deadletter, discard and purge = delete queues/deadletter; list
+// schedules = list taskschedules. Queue and
 // dead-letter checks name the queue (RBAC resourceNames apply); task checks
 // name no object (a task ID is not a Task object's name).
 type route struct {
 	name    string // the metrics label
 	pattern string
 	verb    string
-	res     string // tasks, queues, queues/tasks, queues/deadletter
+	res     string // tasks, queues, queues/tasks, queues/deadletter, taskschedules
 	stream  bool   // no request timeout (the events stream)
 	handle  func(w http.ResponseWriter, r *http.Request, q broker.QueueRef)
 }
 
 func (s *Server) routes() []route {
 	const q, t, dl = Prefix + "/{queue}", Prefix + "/{queue}/tasks", Prefix + "/{queue}/dead-letter"
-	return []route{
+	rts := []route{
 		{name: "submit", pattern: "POST " + t, verb: "create", res: "tasks", handle: s.submit},
 		{name: "submit_batch", pattern: "POST " + t + ":batch", verb: "create", res: "tasks", handle: s.submitBatch},
 		{name: "list_tasks", pattern: "GET " + t, verb: "list", res: "tasks", handle: s.listTasks},
@@ -73,6 +77,10 @@ func (s *Server) routes() []route {
 		{name: "discard_dead_letter", pattern: "POST " + dl + "/{id}/discard", verb: "delete", res: "queues/deadletter", handle: s.discardDeadLetter},
 		{name: "purge_dead_letters", pattern: "POST " + dl + "/purge", verb: "delete", res: "queues/deadletter", handle: s.purgeDeadLetters},
 	}
+	if s.opts.Schedules != nil {
+		rts = append(rts, route{name: "list_schedules", pattern: "GET " + SchedulesPath, verb: "list", res: "taskschedules", handle: s.listSchedules})
+	}
+	return rts
 }
 
 // register adds the API routes, then /metrics (get on the non-resource path

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
@@ -50,6 +51,10 @@ type Options struct {
 	// Without it pause and resume set only the engine's flag, which the Queue
 	// controller resets to spec.paused at its next reconcile.
 	PauseQueue func(ctx context.Context, q broker.QueueRef, paused bool) error
+	// Schedules reads the TaskSchedules listed by GET
+	// /api/v1/namespaces/{ns}/schedules, with the API's own identity (which
+	// needs list on taskschedules.dtq.dev). Nil: that route is not served.
+	Schedules ctrlclient.Reader
 	// Ready is /readyz's check (a Redis ping); nil: always ready.
 	Ready func(context.Context) error
 	// Log receives failures (5xx) and denied requests; nil discards.

@@ -181,6 +181,40 @@ type QueueList struct {
 	Queues []QueueStats `json:"queues"`
 }
 
+// Schedule is a TaskSchedule (taskschedules.dtq.dev) as the HTTP API lists
+// it: its spec and status counters, and its next run times.
+type Schedule struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Schedule  string `json:"schedule"`  // the cron expression
+	TimeZone  string `json:"time_zone"` // an IANA zone; UTC when the spec names none
+	Queue     string `json:"queue"`
+	TaskType  string `json:"task_type"`
+	Suspended bool   `json:"suspended"`
+	// LastRunTime is the slot of the newest run; LastScheduleTime the newest
+	// slot handled (run, skipped or missed).
+	LastRunTime      *time.Time `json:"last_run_time,omitempty"`
+	LastScheduleTime *time.Time `json:"last_schedule_time,omitempty"`
+	// NextRuns are the next five slots, in the schedule's zone, after the
+	// later of now and LastScheduleTime (as kubectl dtq schedule get shows
+	// them); while suspended, the slots that would run on resume.
+	NextRuns []time.Time `json:"next_runs"`
+	// NextRunsError says why NextRuns is empty when the schedule cannot be
+	// computed (the API server refuses such a schedule; a stored one may
+	// name a zone this build does not know).
+	NextRunsError  string `json:"next_runs_error,omitempty"`
+	Active         int    `json:"active"` // runs whose Task is unfinished
+	Runs           int64  `json:"runs"`
+	MissedSlots    int64  `json:"missed_slots"`
+	SkippedSlots   int64  `json:"skipped_slots"`
+	LastSkipReason string `json:"last_skip_reason,omitempty"`
+}
+
+// ScheduleList lists a namespace's TaskSchedules, by name.
+type ScheduleList struct {
+	Schedules []Schedule `json:"schedules"`
+}
+
 // PauseResponse answers pause and resume.
 type PauseResponse struct {
 	Namespace string `json:"namespace"`

@@ -71,6 +71,7 @@ func TestAPIAuth(t *testing.T) {
 		{"discard (delete queues/deadletter)", "POST", q + "/dead-letter/none/discard", "", 403, 403, 404},
 		{"purge (delete queues/deadletter)", "POST", q + "/dead-letter/purge", "", 403, 403, 200},
 		{"queue purge (delete queues/tasks)", "POST", q + "/purge", "", 403, 403, 200},
+		{"list schedules (list taskschedules)", "GET", "/api/v1/namespaces/" + ns + "/schedules", "", 403, 403, 200},
 		{"metrics (get /metrics)", "GET", "/metrics", "", 403, 403, 403},
 	} {
 		for who, tok := range map[string]string{"nobody": nobody, "producer": producer, "operator": operator} {

@@ -35,6 +35,7 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/devstack"
+	"github.com/dtq-dev/dtq/internal/schedule"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
@@ -141,6 +142,19 @@ func TestConsole(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#search")),
 		chromedp.WaitVisible(chromedp.CSS("tr[data-worker]")))
 	screenshot(t, tab, "workers")
+
+	// The sample TaskSchedule, yearly (its next run is the same all day long).
+	ts := sampleSchedule(t, ns, "0 9 1 1 *")
+	next, err := schedule.NextRuns(ts, time.Now(), 1)
+	must(t, err)
+	row := `tr[data-schedule="heartbeat"] `
+	step(t, tab, "the schedules with their next runs",
+		chromedp.Click(chromedp.CSS(`#nav a[href="#/schedules"]`)),
+		waitText(row+`td[data-field="next_runs"] li:first-child`, next[0].Format("2006-01-02 15:04")),
+		waitJS(`document.querySelectorAll(`+strconv.Quote(row+`td[data-field="next_runs"] li`)+`).length === 5`),
+		waitText(row+`td[data-field="time_zone"]`, "Europe/Berlin"),
+		waitText(row+`td[data-field="state"]`, "suspended"))
+	screenshot(t, tab, "schedules")
 
 	t.Run("kubectl dtq ui", func(t *testing.T) {
 		link := startUIProxy(t)

@@ -164,6 +164,7 @@ const pages = {
   task: taskPage,
   'dead-letters': deadLettersPage,
   workers: workersPage,
+  schedules: schedulesPage,
   events: eventsPage,
 };
 
@@ -390,6 +391,33 @@ async function workersPage(view, _, params) {
           h('td', {}, w.worker_id), h('td', {}, w.hostname), h('td', {}, w.status),
           h('td', { class: 'num' }, w.in_flight), h('td', { class: 'num' }, w.concurrency),
           h('td', {}, when(w.started_at)), h('td', {}, when(w.last_heartbeat))))));
+  });
+}
+
+// zoned shows an API time that carries its zone's offset (a schedule's next
+// runs) as that zone's wall clock: "2027-01-01 09:00".
+function zoned(ts) { return ts ? ts.slice(0, 16).replace('T', ' ') : ''; }
+
+async function schedulesPage(view) {
+  const box = h('div');
+  view.append(h('h1', {}, 'Schedules in namespace ', ns()), box,
+    h('p', { class: 'note' }, 'TaskSchedules (kubectl dtq schedule). Next runs: the next five slots in the ' +
+      'schedule\'s time zone, as kubectl dtq schedule get shows them; while suspended, the slots that would ' +
+      'run after a resume. Last run in this browser\'s time. Refreshed every 30 s.'));
+  await every(30000, box, async () => {
+    const list = await api('GET', '/api/v1/namespaces/' + enc(ns()) + '/schedules');
+    box.replaceChildren(list.schedules.length === 0 ? h('p', { id: 'no-schedules' }, 'No schedules in this namespace.') :
+      table(['Schedule', 'Cron', 'Time zone', 'State', 'Queue / type', 'Last run', 'Next runs', 'Active', 'Runs', 'Missed', 'Skipped'],
+        list.schedules.map(s => h('tr', { 'data-schedule': s.name },
+          h('td', {}, s.name), h('td', {}, h('code', {}, s.schedule)), h('td', { 'data-field': 'time_zone' }, s.time_zone),
+          h('td', { 'data-field': 'state', class: s.suspended ? 'paused' : '' }, s.suspended ? 'suspended' : 'active'),
+          h('td', {}, h('a', { href: '#/tasks?queue=' + enc(s.queue) }, s.queue), ' / ', s.task_type),
+          h('td', { 'data-field': 'last_run' }, when(s.last_run_time) || 'never'),
+          h('td', { 'data-field': 'next_runs' }, s.next_runs_error ||
+            h('ol', { class: 'runs' }, s.next_runs.map(t => h('li', {}, zoned(t))))),
+          h('td', { class: 'num', 'data-field': 'active' }, s.active), h('td', { class: 'num', 'data-field': 'runs' }, s.runs),
+          h('td', { class: 'num', 'data-field': 'missed' }, s.missed_slots),
+          h('td', { class: 'num', 'data-field': 'skipped', title: s.last_skip_reason || '' }, s.skipped_slots)))));
   });
 }
 
