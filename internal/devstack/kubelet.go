@@ -463,6 +463,9 @@ func (k *kubelet) startWorker(p *pod, c *corev1.Container, ports *podPorts, logP
 	}
 	cmd.Env = env
 	proc, err := startChild("worker "+p.name, k.stackDir, logPath, cmd)
+	if err == nil {
+		p.metricsAddr.Store(addr)
+	}
 	probe := "/healthz"
 	if ports != nil {
 		probe = "/readyz" // a sidecar is ready once it delivers to a ready app
