@@ -297,6 +297,13 @@ var _ = Describe("TaskSchedule", func() {
 		stop := startManagerWith(Options{Clock: clock})
 		for _, ts := range schedules {
 			Eventually(runsOf(ts)).Should(HaveKey(runName(ts, first)))
+			// The first slot is recorded before the outage: a cursor still
+			// behind it would make the outage eleven slots.
+			Eventually(func(g Gomega) time.Time {
+				st := scheduleStatus(ts)(g)
+				g.Expect(st.LastScheduleTime).NotTo(BeNil())
+				return st.LastScheduleTime.Time
+			}).Should(BeTemporally("==", first))
 		}
 		stop()
 
