@@ -136,7 +136,15 @@ func (cn *loopConn) roundTrip(c *loopClient, hs []header, body []byte) (answer, 
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 {
 			continue // an informational answer precedes the real one
 		}
-		data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+		var data []byte
+		switch n := resp.ContentLength; {
+		case n == 0:
+		case n > 0 && n <= maxBody:
+			data = make([]byte, n)
+			_, err = io.ReadFull(resp.Body, data)
+		default:
+			data, err = io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+		}
 		if err != nil {
 			return answer{err: fmt.Errorf("read the app's answer: %w", err)}, false
 		}
