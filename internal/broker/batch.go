@@ -161,7 +161,7 @@ func batchContext[Req, Res any](batch []*batchCall[Req, Res]) (context.Context, 
 type queueBatchers struct {
 	submit   *batcher[submitItem, SubmitResult]
 	start    *batcher[startItem, StartResult]
-	complete *batcher[completeItem, State]
+	complete *batcher[completeItem, completed]
 }
 
 // batchers returns q's batchers, creating them on first use.
@@ -176,7 +176,7 @@ func (b *Broker) batchers(q QueueRef) *queueBatchers {
 		start: newBatcher(func(ctx context.Context, items []startItem) ([]StartResult, []error, error) {
 			return b.startBatch(ctx, q, items)
 		}),
-		complete: newBatcher(func(ctx context.Context, items []completeItem) ([]State, []error, error) {
+		complete: newBatcher(func(ctx context.Context, items []completeItem) ([]completed, []error, error) {
 			return b.completeBatch(ctx, q, items)
 		}),
 	}

@@ -438,10 +438,10 @@ func TestBatchItemRedisErrorFailsThatItemOnly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the whole batch failed: %v", err)
 	}
-	if errs[0] != nil || states[0] != StateSucceeded {
-		t.Fatalf("good item: %s %v", states[0], errs[0])
+	if errs[0] != nil || states[0].state != StateSucceeded {
+		t.Fatalf("good item: %s %v", states[0].state, errs[0])
 	}
 	if errs[1] == nil || !strings.Contains(errs[1].Error(), "WRONGTYPE") {
-		t.Fatalf("bad item: %s %v, want its WRONGTYPE error", states[1], errs[1])
+		t.Fatalf("bad item: %s %v, want its WRONGTYPE error", states[1].state, errs[1])
 	}
 }

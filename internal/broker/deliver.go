@@ -80,13 +80,21 @@ func (b *Broker) ReadStart(ctx context.Context, q QueueRef, consumer, workerID s
 	if count <= 0 {
 		return nil, nil
 	}
-	entries, err := b.read(ctx, q, block, readStartScript, consumer, count, 5, func() []any {
+	entries, err := b.read(ctx, q, block, readStartScript, consumer, count, readStartFields, func() []any {
 		now, nowtxt := b.now() // taken afresh for each script call
 		return []any{now, nowtxt, workerID}
 	})
 	if err != nil {
 		return nil, err
 	}
+	return startedOf(q, entries), nil
+}
+
+// readStartFields is the fields of each entry readStartScript returns.
+const readStartFields = 5
+
+// startedOf maps readStartScript's entries.
+func startedOf(q QueueRef, entries [][]any) []Started {
 	out := make([]Started, 0, len(entries))
 	for _, e := range entries {
 		st := Started{Delivery: deliveryOfEntry(e)}
@@ -97,7 +105,7 @@ func (b *Broker) ReadStart(ctx context.Context, q QueueRef, consumer, workerID s
 		}
 		out = append(out, st)
 	}
-	return out, nil
+	return out
 }
 
 // read runs a read script (readScript, readStartScript: KEYS streams p0..p9
@@ -123,16 +131,7 @@ func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *
 		}
 		switch str(v[0]) {
 		case "ok":
-			entries, _ := v[1].([]any)
-			out := make([][]any, 0, len(entries))
-			for _, e := range entries {
-				f, _ := e.([]any)
-				if len(f) < fields {
-					return nil, fmt.Errorf("broker: read %s: unexpected entry %v", q, e)
-				}
-				out = append(out, f)
-			}
-			return out, nil
+			return readEntries(q, v, fields)
 		case "paused":
 			return nil, wait.Sleep(ctx, block)
 		}
@@ -149,6 +148,21 @@ func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *
 			return nil, fmt.Errorf("broker: wait for %s: %w", q, err)
 		}
 	}
+}
+
+// readEntries returns the entries of a read script's "ok" reply v, each
+// with at least fields fields.
+func readEntries(q QueueRef, v []any, fields int) ([][]any, error) {
+	entries, _ := v[1].([]any)
+	out := make([][]any, 0, len(entries))
+	for _, e := range entries {
+		f, _ := e.([]any)
+		if len(f) < fields {
+			return nil, fmt.Errorf("broker: read %s: unexpected entry %v", q, e)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // deliveryOfEntry maps a read script's {band, entry id, task id, attempt}.
@@ -281,6 +295,22 @@ func sanitizeError(s string) string {
 // Concurrent Completes on one queue are coalesced into one script call (see
 // batch.go), each recorded exactly as if alone.
 func (b *Broker) Complete(ctx context.Context, q QueueRef, x Execution, out Outcome) (State, error) {
+	st, _, err := b.complete(ctx, q, x, out, "")
+	return st, err
+}
+
+// CompleteNext is Complete that also reads and starts, in the same round
+// trip, up to one new entry for consumer (ReadStart without blocking, for
+// x's worker): a worker slot that finished a task gets its next one without
+// a second round trip. next is nil when nothing was ready (or the queue is
+// paused); a next entry with Run true must be executed or left pending
+// exactly as ReadStart says. The completion and the read are independent:
+// an error of the read alone is next's Err, and the state is still valid.
+func (b *Broker) CompleteNext(ctx context.Context, q QueueRef, x Execution, out Outcome, consumer string) (State, *Started, error) {
+	return b.complete(ctx, q, x, out, consumer)
+}
+
+func (b *Broker) complete(ctx context.Context, q QueueRef, x Execution, out Outcome, next string) (State, *Started, error) {
 	kind, result := "ok", []byte(out.Result)
 	switch {
 	case out.Cancelled:
@@ -296,12 +326,12 @@ func (b *Broker) Complete(ctx context.Context, q QueueRef, x Execution, out Outc
 	if out.Retryable {
 		retryable = "1"
 	}
-	st, err := b.batchers(q).complete.do(ctx, completeItem{x: x, kind: kind, result: result,
-		err: sanitizeError(out.Err), class: out.ErrorClass, retryable: retryable})
+	c, err := b.batchers(q).complete.do(ctx, completeItem{x: x, kind: kind, result: result,
+		err: sanitizeError(out.Err), class: out.ErrorClass, retryable: retryable, next: next})
 	if err != nil && CodeOf(err) == "" {
-		return "", fmt.Errorf("broker: complete %s: %w", x.TaskID, err)
+		return "", nil, fmt.Errorf("broker: complete %s: %w", x.TaskID, err)
 	}
-	return st, err
+	return c.state, c.next, err
 }
 
 // completeItem is one Complete in a batch.
@@ -311,16 +341,29 @@ type completeItem struct {
 	result     []byte
 	err, class string
 	retryable  string
+	next       string // consumer that reads its next entry with this completion (CompleteNext)
 }
 
-// completeBatch runs completeBatchScript for items and maps each item's reply.
-func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []completeItem) ([]State, []error, error) {
+// completed is one completion's reply: the task's state and, for
+// CompleteNext, the next entry.
+type completed struct {
+	state State
+	next  *Started
+}
+
+// completeBatch runs completeBatchScript for items and maps each item's
+// reply. When items ask for their next entries (CompleteNext), one
+// readStartScript call for as many entries, without blocking, goes in the
+// same pipeline; only the items of the first asking consumer get entries
+// (one Server per Broker and queue is the norm).
+func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []completeItem) ([]completed, []error, error) {
 	k := keysFor(q)
 	now, nowtxt := b.now()
 	keys := make([]string, 0, 2+2*len(items))
 	keys = append(keys, k.config(), k.schedule())
 	args := make([]any, 0, 3+completeItemArgs*len(items))
 	args = append(args, k.prefix, now, nowtxt)
+	consumer, workerID, wants := "", "", 0
 	for _, it := range items {
 		jitter := "0" // only a retry reads it
 		if it.retryable == "1" {
@@ -330,19 +373,87 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 		//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra argument does not compile
 		var item [completeItemArgs]any = [...]any{it.x.MessageID, it.x.WorkerID, it.x.Attempt, it.kind, it.result, it.err, it.class, it.retryable, jitter}
 		args = append(args, item[:]...)
+		if it.next != "" && (consumer == "" || it.next == consumer) {
+			consumer, workerID = it.next, it.x.WorkerID
+			wants++
+		}
 	}
-	replies, err := completeBatchScript.Run(ctx, b.fast, keys, args...).Slice()
-	if err != nil {
-		return nil, nil, err
+	var replies []any
+	var started []Started
+	var readErr error
+	if wants == 0 {
+		var err error
+		if replies, err = completeBatchScript.Run(ctx, b.fast, keys, args...).Slice(); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		var err error
+		if replies, started, readErr, err = b.completeRead(ctx, q, keys, args, consumer, workerID, wants); err != nil {
+			return nil, nil, err
+		}
 	}
-	return itemReplies(replies, len(items), func(i int, v []any) (State, error) {
+	out, errs, err := itemReplies(replies, len(items), func(i int, v []any) (completed, error) {
 		if str(v[0]) == "stale" && len(v) == 2 {
 			st := State(str(v[1]))
-			return st, &Error{Code: CodeStaleExecution, Message: fmt.Sprintf("task %s: execution of attempt %d by %s is stale (task is %q)",
+			return completed{state: st}, &Error{Code: CodeStaleExecution, Message: fmt.Sprintf("task %s: execution of attempt %d by %s is stale (task is %q)",
 				items[i].x.TaskID, items[i].x.Attempt, items[i].x.WorkerID, st)}
 		}
-		return State(str(v[0])), nil
+		return completed{state: State(str(v[0]))}, nil
 	})
+	if err != nil {
+		// Entries read are left pending, reclaimed after the visibility timeout.
+		return nil, nil, err
+	}
+	// Each asking item gets one entry, whatever its own completion's reply.
+	for i, it := range items {
+		if it.next == "" || it.next != consumer {
+			continue
+		}
+		switch {
+		case readErr != nil:
+			out[i].next = &Started{Err: readErr}
+		case len(started) > 0:
+			out[i].next, started = &started[0], started[1:]
+		}
+	}
+	return out, errs, nil
+}
+
+// completeRead runs completeBatchScript (keys, args) and a non-blocking
+// readStartScript of count entries for consumer in one pipeline (one round
+// trip); a script Redis no longer has (NOSCRIPT, after a restart or a
+// failover) is run again on its own. err fails the completion; readErr only
+// the read.
+func (b *Broker) completeRead(ctx context.Context, q QueueRef, keys []string, args []any, consumer, workerID string, count int) (replies []any, started []Started, readErr, err error) {
+	k := keysFor(q)
+	rkeys := append(k.streams(), k.paused())
+	now, nowtxt := b.now()
+	rargs := []any{k.prefix, consumer, count, now, nowtxt, workerID}
+	pipe := b.rdb.Pipeline()
+	cc := completeBatchScript.EvalSha(ctx, pipe, keys, args...)
+	rc := readStartScript.EvalSha(ctx, pipe, rkeys, rargs...)
+	_, _ = pipe.Exec(ctx)
+	if err := cc.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cc = completeBatchScript.Run(ctx, b.rdb, keys, args...)
+	}
+	if replies, err = cc.Slice(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := rc.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		rc = readStartScript.Run(ctx, b.rdb, rkeys, rargs...)
+	}
+	v, err := rc.Slice()
+	if err != nil {
+		return replies, nil, fmt.Errorf("broker: read %s: %w", q, err), nil
+	}
+	if str(v[0]) != "ok" {
+		return replies, nil, nil, nil // nothing ready, or paused
+	}
+	entries, err := readEntries(q, v, readStartFields)
+	if err != nil {
+		return replies, nil, err, nil
+	}
+	return replies, startedOf(q, entries), nil, nil
 }
 
 // itemReplies maps a batch script's replies, one per item in order, with each

@@ -56,6 +56,10 @@ const (
 	// budgetCompleteBatch: opBatch Completes coalesced into one script call.
 	// 229 -> 198: one TaskSucceeded events entry per call, not per task.
 	budgetCompleteBatch = 198
+	// budgetCompleteNext: one CompleteNext (success, with a result) that
+	// also starts the next entry: the commands of a complete and of a start
+	// (12 + 16), in one round trip instead of two.
+	budgetCompleteNext = 28
 	// budgetHeartbeat: one heartbeat of a worker with one task in flight
 	// (Heartbeat, then Touch of that execution).
 	budgetHeartbeat = 8
@@ -210,6 +214,15 @@ func TestOperationCounts(t *testing.T) {
 		}
 		if lost, err := e.b.Touch(ctx, e.q, worker, []Execution{x}); err != nil || len(lost) != 0 {
 			t.Fatalf("touch: lost %v, %v", lost, err)
+		}
+	}))
+
+	// A completion that reads and starts the slot's next entry.
+	submitMany(key+2000, 1)
+	check(t, "complete one and start the next", budgetCompleteNext, countCommands(t, e.rdb, func() {
+		_, next, err := e.b.CompleteNext(ctx, e.q, x, Outcome{Result: raw(`{"ok":true}`)}, worker)
+		if err != nil || next == nil || next.Err != nil || !next.Run {
+			t.Fatalf("complete-next: next %+v, %v", next, err)
 		}
 	}))
 }

@@ -161,3 +161,52 @@ func TestReadStartBlocksUntilSubmitAndPause(t *testing.T) {
 		t.Fatalf("%+v", ss)
 	}
 }
+
+// CompleteNext completes and reads the next entry in one call: the next is
+// started exactly as ReadStart starts it, none when nothing is ready or the
+// queue is paused, and a stale completion still hands its entry over. After
+// SCRIPT FLUSH (a restarted Redis) both scripts load again.
+func TestCompleteNext(t *testing.T) {
+	e := newEnv(t)
+	for range 3 {
+		e.mustSubmit(SubmitRequest{Priority: 5})
+	}
+	ss, err := e.b.ReadStart(ctx, e.q, "w1", "w1", 1, 0)
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("%+v %v", ss, err)
+	}
+	x := Execution{Delivery: ss[0].Delivery, WorkerID: "w1", Attempt: 1}
+	e.rdb.ScriptFlush(ctx)
+	st, next, err := e.b.CompleteNext(ctx, e.q, x, Outcome{Result: raw(`{"ok":1}`)}, "w1")
+	if err != nil || st != StateSucceeded || next == nil || next.Err != nil || !next.Run || next.Task.State != StateRunning || next.Task.WorkerID != "w1" {
+		t.Fatalf("state %s next %+v err %v", st, next, err)
+	}
+	if got := e.task(next.TaskID); got.State != StateRunning || got.Attempt != 1 {
+		t.Fatalf("next task %+v", got)
+	}
+	// A stale completion (an attempt that is not the task's) is refused, and
+	// the entry read with it is still handed over.
+	stale := x
+	stale.Attempt = 7
+	st, next2, err := e.b.CompleteNext(ctx, e.q, stale, Outcome{}, "w1")
+	if CodeOf(err) != CodeStaleExecution || st != StateSucceeded || next2 == nil || !next2.Run || next2.TaskID == next.TaskID {
+		t.Fatalf("stale: state %s next %+v err %v", st, next2, err)
+	}
+	// Nothing left: no next.
+	x2 := Execution{Delivery: next.Delivery, WorkerID: "w1", Attempt: 1}
+	if st, n, err := e.b.CompleteNext(ctx, e.q, x2, Outcome{}, "w1"); err != nil || st != StateSucceeded || n != nil {
+		t.Fatalf("empty queue: state %s next %+v err %v", st, n, err)
+	}
+	// Paused: the completion is recorded, nothing is read.
+	e.mustSubmit(SubmitRequest{Priority: 5})
+	if err := e.b.Pause(ctx, e.q); err != nil {
+		t.Fatal(err)
+	}
+	x3 := Execution{Delivery: next2.Delivery, WorkerID: "w1", Attempt: 1}
+	if st, n, err := e.b.CompleteNext(ctx, e.q, x3, Outcome{}, "w1"); err != nil || st != StateSucceeded || n != nil {
+		t.Fatalf("paused: state %s next %+v err %v", st, n, err)
+	}
+	if st, _ := e.b.Stats(ctx, e.q); st.Queued != 1 || st.InFlight != 0 {
+		t.Fatalf("paused: %+v", st)
+	}
+}

@@ -120,6 +120,6 @@ func Run(ctx context.Context, wcfg worker.Config, cfg Config) error {
 		defer stop()
 	}
 	err = srv.Run(ctx)
-	f.client.CloseIdleConnections()
+	f.client.closeIdle()
 	return err
 }

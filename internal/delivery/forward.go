@@ -25,10 +25,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +70,7 @@ const (
 // forwarder is the sidecar's worker.Handler.
 type forwarder struct {
 	cfg       Config
-	client    *http.Client
+	client    *loopClient
 	log       *slog.Logger
 	gate      *gate
 	ns, queue string
@@ -89,16 +89,10 @@ func newForwarder(cfg Config, log *slog.Logger) *forwarder {
 	if log == nil {
 		log = slog.Default()
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 1024
-	tr.Proxy = nil // loopback only
-	// Close idle connections before the app's server does (Node's default
-	// keep-alive timeout is 5 s): a POST on a connection the app is closing
-	// would fail after it was sent, costing the attempt.
-	tr.IdleConnTimeout = 4 * time.Second
+	u, _ := url.Parse(cfg.HandlerURL) // checked by Config.validate
 	return &forwarder{
 		cfg: cfg, log: log, running: map[string]*running{},
-		client: &http.Client{Transport: tr},
+		client: newLoopClient(u.Host, u.RequestURI()),
 		gate:   newGate(cfg, log),
 	}
 }
@@ -117,6 +111,9 @@ func (f *forwarder) ProcessTask(ctx context.Context, t *worker.Task) (any, error
 			return nil, err
 		}
 		a := f.send(ctx, t)
+		if errors.Is(a.err, errHeaderValue) {
+			return nil, &permanent{msg: "the task cannot be delivered over HTTP: " + a.err.Error()}
+		}
 		if a.err != nil && ctx.Err() == nil {
 			// The app is down or restarting: read nothing more until it is
 			// ready again. A refused connection delivered nothing, so the
@@ -162,35 +159,29 @@ func (f *forwarder) send(ctx context.Context, t *worker.Task) answer {
 	if len(body) == 0 {
 		body = []byte("{}")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.cfg.HandlerURL, bytes.NewReader(body))
-	if err != nil {
-		return answer{err: err}
-	}
-	h := req.Header
-	h.Set("Content-Type", "application/json")
+	hs := make([]header, 0, 11)
 	if t.IdempotencyKey != "" {
-		h.Set(HeaderIdempotencyKey, t.IdempotencyKey)
+		hs = append(hs, header{HeaderIdempotencyKey, t.IdempotencyKey})
 	}
-	h.Set(HeaderTaskID, t.ID)
-	h.Set(HeaderTaskType, t.Type)
-	h.Set(HeaderAttempt, strconv.Itoa(t.Attempt))
-	h.Set(HeaderMaxAttempts, strconv.Itoa(t.MaxAttempts))
-	h.Set(HeaderDeadline, t.Deadline.UTC().Format(time.RFC3339Nano))
-	h.Set(HeaderNamespace, f.ns)
-	h.Set(HeaderQueue, f.queue)
-	h.Set(HeaderToken, f.cfg.Token)
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return answer{err: err}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return answer{err: fmt.Errorf("read the app's answer: %w", err)}
-	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: data}
+	hs = append(hs,
+		header{HeaderTaskID, t.ID},
+		header{HeaderTaskType, t.Type},
+		header{HeaderAttempt, strconv.Itoa(t.Attempt)},
+		header{HeaderMaxAttempts, strconv.Itoa(t.MaxAttempts)},
+		header{HeaderDeadline, t.Deadline.UTC().Format(time.RFC3339Nano)},
+		header{HeaderNamespace, f.ns},
+		header{HeaderQueue, f.queue},
+		header{HeaderToken, f.cfg.Token})
+	propagation.TraceContext{}.Inject(ctx, (*headers)(&hs))
+	return f.client.post(ctx, hs, body)
 }
+
+// headers carries trace context into a request's headers.
+type headers []header
+
+func (h *headers) Get(string) string { return "" }
+func (h *headers) Keys() []string    { return nil }
+func (h *headers) Set(k, v string)   { *h = append(*h, header{k, v}) }
 
 // outcome is how one answer ends the attempt: a result or an error for the
 // SDK, or a request to send again (after again, or while the route is

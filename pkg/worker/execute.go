@@ -32,11 +32,12 @@ import (
 )
 
 // process runs one delivery: Start (unless the read already started it), the
-// handler, and Complete with its outcome.
-func (s *Server) process(e *execution) {
+// handler, and Complete with its outcome. It returns the next entry read with
+// the completion (see readsNext), nil when none.
+func (s *Server) process(e *execution) *execution {
 	ti, ok := s.start(e)
 	if !ok {
-		return
+		return nil
 	}
 	startedAt := time.Now()
 	task, timeout := s.task(ti, startedAt)
@@ -50,7 +51,7 @@ func (s *Server) process(e *execution) {
 		// a crash. A peer reclaims it after the visibility timeout and runs
 		// it as attempt+1.
 		s.logFor(e).Warn("Drain budget exhausted or lease lost before the handler ran; left for redelivery")
-		return
+		return nil
 	}
 
 	lbl := []string{s.q.Namespace, s.q.Name, s.types.of(ti.Type)}
@@ -68,12 +69,12 @@ func (s *Server) process(e *execution) {
 
 	if out.Redeliver {
 		s.logFor(e).Warn("Handler stopped by the drain or a lost lease; left for redelivery", "cause", context.Cause(ctx))
-		return
+		return nil
 	}
 	if out.Err != nil && !out.Cancelled {
 		s.m.failed.WithLabelValues(lbl...).Inc()
 	}
-	s.record(spanCtx, span, e, ti, lbl, out)
+	return s.record(spanCtx, span, e, ti, lbl, out)
 }
 
 // task returns the Task a handler gets for ti started at startedAt, and its
@@ -145,25 +146,36 @@ func (s *Server) arm(e *execution, attempt int, cancel context.CancelCauseFunc) 
 
 // record completes e with out (ti's run, started under spanCtx and span),
 // retrying connection errors (retryConn), and counts the state the task
-// moved to.
-func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, ti broker.TaskInfo, lbl []string, out Outcome) {
+// moved to. When readsNext, the completion reads the slot's next entry too
+// (CompleteNext), which record returns.
+func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, ti broker.TaskInfo, lbl []string, out Outcome) (next *execution) {
 	var state broker.State
 	x := s.execution(e)
 	bo := out.broker()
 	endStartSpan(span, bo)
 	cctx, cspan := completeSpan(spanCtx)
+	readNext := s.readsNext()
 	err := retryConn(cctx, func(ctx context.Context) (err error) {
-		state, err = s.b.Complete(ctx, s.q, x, bo)
+		if !readNext {
+			state, err = s.b.Complete(ctx, s.q, x, bo)
+			return err
+		}
+		sent := time.Now()
+		var st *broker.Started
+		state, st, err = s.b.CompleteNext(ctx, s.q, x, bo, s.cfg.WorkerID)
+		if st != nil {
+			next = s.toRun(st, sent)
+		}
 		return err
 	})
 	endCompleteSpan(cspan, state, err)
 	if errors.Is(err, broker.ErrStaleExecution) {
 		s.logFor(e).Warn("Completion not recorded: another worker took the task over", "state", string(state))
-		return
+		return next
 	}
 	if err != nil {
 		s.logFor(e).Error("Complete failed; the entry stays pending and will be redelivered", "error", err)
-		return
+		return next
 	}
 	if !ti.AvailableAt.IsZero() {
 		s.m.latency.WithLabelValues(lbl...).Observe(max(0, time.Since(ti.AvailableAt).Seconds()))
@@ -185,6 +197,7 @@ func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, 
 	} else if s.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.logFor(e).Debug("Task done", "task_type", ti.Type, "state", string(state))
 	}
+	return next
 }
 
 // broker returns o as the engine's Outcome.

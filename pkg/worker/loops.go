@@ -60,6 +60,7 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 	bo := newBackoff()
 	period := max(500*time.Millisecond, s.cfg.VisibilityTimeout/2)
 	nextReclaim := time.Now().Add(jitter(period, 0.2))
+	s.reclaimAt.Store(nextReclaim.UnixNano())
 	for {
 		select {
 		case s.sem <- struct{}{}:
@@ -82,6 +83,7 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 		}
 		if time.Now().After(nextReclaim) {
 			nextReclaim = time.Now().Add(jitter(period, 0.2))
+			s.reclaimAt.Store(nextReclaim.UnixNano())
 			sent := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 			ds, err := s.b.Reclaim(ctx, s.q, s.cfg.WorkerID, s.cfg.VisibilityTimeout, n)
@@ -155,18 +157,33 @@ func (s *Server) dispatchAll(es []*execution, n int) {
 func (s *Server) dispatchStarted(ss []broker.Started, n int, fresh time.Time) {
 	run := make([]*execution, 0, len(ss))
 	for i := range ss {
-		st := &ss[i]
-		switch {
-		case st.Err != nil:
-			// The entry stays pending; it is reclaimed after the visibility timeout.
-			s.log.Warn("Start", "task_id", st.TaskID, "attempt", st.Attempt, "message_id", st.MessageID, "error", st.Err)
-		case !st.Run:
-			s.notRun(st.Delivery, st.StartResult)
-		default:
-			run = append(run, &execution{d: st.Delivery, started: &st.StartResult, attempt: st.Task.Attempt, fresh: fresh})
+		if e := s.toRun(&ss[i], fresh); e != nil {
+			run = append(run, e)
 		}
 	}
 	s.dispatchAll(run, n)
+}
+
+// toRun returns the execution of an entry a read started (at fresh or
+// later), nil when it does not run.
+func (s *Server) toRun(st *broker.Started, fresh time.Time) *execution {
+	switch {
+	case st.Err != nil:
+		// The entry stays pending; it is reclaimed after the visibility timeout.
+		s.log.Warn("Start", "task_id", st.TaskID, "attempt", st.Attempt, "message_id", st.MessageID, "error", st.Err)
+	case !st.Run:
+		s.notRun(st.Delivery, st.StartResult)
+	default:
+		return &execution{d: st.Delivery, started: &st.StartResult, attempt: st.Task.Attempt, fresh: fresh}
+	}
+	return nil
+}
+
+// readsNext reports whether an executor should read its next entry with its
+// completion: the worker reads (no drain), nothing holds it (Config.Hold),
+// and no reclaim is due (readLoop needs free slots for it).
+func (s *Server) readsNext() bool {
+	return s.reading.Load() && (s.cfg.Hold == nil || s.cfg.Hold() == "") && time.Now().UnixNano() < s.reclaimAt.Load()
 }
 
 func (s *Server) notRun(d broker.Delivery, sr broker.StartResult) {
@@ -393,7 +410,8 @@ func (s *Server) inflightCount() int {
 
 // dispatchExec runs e (started by process unless the read started it) on an
 // executor goroutine; the caller holds a slot for it, which the executor
-// releases when e is done. An executor that finished its execution waits
+// releases when e is done, or passes to the next entry read with e's
+// completion (CompleteNext). An executor that finished its execution waits
 // executorIdle for the next one before it exits, so under load executions
 // reuse goroutines (and their grown stacks) instead of starting one per task.
 func (s *Server) dispatchExec(e *execution) {
@@ -414,10 +432,17 @@ func (s *Server) executor(e *execution) {
 	idle := time.NewTimer(executorIdle)
 	defer idle.Stop()
 	for {
-		s.process(e)
+		next := s.process(e)
 		s.mu.Lock()
 		delete(s.inflight, e.d.MessageID)
+		if next != nil {
+			s.inflight[next.d.MessageID] = next
+		}
 		s.mu.Unlock()
+		if next != nil { // read with e's completion: it keeps e's slot
+			e = next
+			continue
+		}
 		s.release(1)
 		s.wg.Done()
 		idle.Reset(executorIdle)

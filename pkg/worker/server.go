@@ -82,6 +82,12 @@ type Server struct {
 	defaultTimeout time.Duration
 	promoteNow     chan struct{}
 	ran            atomic.Bool
+	// reading is true while readLoop runs (until the drain); reclaimAt is
+	// when it next reclaims (unix ns). Executors read their next entries
+	// with their completions (CompleteNext) only while reading and before
+	// reclaimAt, so the drain stops all reads and a reclaim gets slots.
+	reading   atomic.Bool
+	reclaimAt atomic.Int64
 }
 
 type execution struct {
@@ -233,6 +239,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	// Loops that stop at the start of the drain.
 	stop := make(chan struct{})
+	s.reading.Store(true)
 	var fg sync.WaitGroup
 	goLoop(&fg, func() { s.readLoop(stop) })
 	goLoop(&fg, func() { s.schedulerLoop(stop) })
@@ -241,6 +248,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.setStatus(StatusDraining)
 	s.log.Info("Draining", "in_flight", s.inflightCount(), "budget", s.cfg.DrainTimeout.String())
 	s.heartbeat(bgCtx)
+	s.reading.Store(false)
 	close(stop)
 	fg.Wait() // deliveries already read are dispatched and count as in flight
 
