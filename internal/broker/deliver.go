@@ -335,14 +335,7 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 	if err != nil {
 		return nil, nil, err
 	}
-	return itemReplies(replies, len(items), func(i int, v []any) (State, error) {
-		if str(v[0]) == "stale" && len(v) == 2 {
-			st := State(str(v[1]))
-			return st, &Error{Code: CodeStaleExecution, Message: fmt.Sprintf("task %s: execution of attempt %d by %s is stale (task is %q)",
-				items[i].x.TaskID, items[i].x.Attempt, items[i].x.WorkerID, st)}
-		}
-		return State(str(v[0])), nil
-	})
+	return itemReplies(replies, len(items), func(i int, v []any) (State, error) { return staleOr(items[i].x, v) })
 }
 
 // itemReplies maps a batch script's replies, one per item in order, with each
