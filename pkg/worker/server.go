@@ -82,6 +82,7 @@ type Server struct {
 	defaultTimeout time.Duration
 	promoteNow     chan struct{}
 	ran            atomic.Bool
+	runCtx         context.Context // Run's: it ends when the drain begins
 }
 
 type execution struct {
@@ -99,6 +100,7 @@ type execution struct {
 	interrupted bool
 	leaseLost   bool
 	returned    bool // the handler returned: its outcome is being recorded (and fenced by the engine)
+	progress    progress
 }
 
 // execution returns e's fencing token; call with s.mu held or before dispatch.
@@ -193,9 +195,10 @@ func (s *Server) setStatus(st string) {
 }
 
 // Run serves the queue until ctx ends, then drains: it stops reading, waits up
-// to the drain timeout for in-flight handlers, cancels the rest without
-// acknowledging them, removes its consumer when it holds no pending entries and
-// returns nil. It returns an error only when it cannot start (the metrics
+// to the drain timeout for in-flight handlers, cancels the rest and hands
+// their tasks back to the queue at once (Release: never acknowledged as done,
+// read by any worker without waiting for the visibility timeout), removes its
+// consumer when it holds no pending entries and returns nil. It returns an error only when it cannot start (the metrics
 // address is taken, or it is called twice). While the queue does not exist yet
 // (the controller has not created it) Run waits for it.
 func (s *Server) Run(ctx context.Context) error {
@@ -203,6 +206,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("worker: Server.Run called twice")
 	}
 	s.startedAt = time.Now()
+	s.runCtx = ctx
 	if s.ownsRDB {
 		defer s.rdb.Close()
 	}
@@ -252,7 +256,7 @@ func (s *Server) Run(ctx context.Context) error {
 		timer.Stop()
 	case <-timer.C:
 		n := s.interruptAll()
-		s.log.Warn("Drain budget exhausted; cancelled handlers are left unacknowledged for redelivery", "interrupted", n)
+		s.log.Warn("Drain budget exhausted; cancelled handlers' tasks are handed back for redelivery", "interrupted", n)
 		<-done
 	}
 	close(s.executorsStop)
