@@ -279,13 +279,9 @@ const (
 	EventCancelRequested   EventType = "TaskCancelRequested"
 	EventExpired           EventType = "TaskExpired"
 	EventDuplicateAbsorbed EventType = "TaskDuplicateAbsorbed"
-	// EventProgress carries a running attempt's progress report (Event.Progress).
-	EventProgress EventType = "TaskProgress"
-	// EventReleased: a draining worker handed the task back to its queue;
-	// Attempt is the attempt it runs next (the same one when the handler had
-	// not begun).
-	EventReleased    EventType = "TaskReleased"
-	EventQueuePaused EventType = "QueuePaused"
+	EventProgress          EventType = "TaskProgress" // a running attempt's progress report (Event.Progress)
+	EventReleased          EventType = "TaskReleased" // handed back by a draining worker; Attempt is the next run's (the same when the handler had not begun)
+	EventQueuePaused       EventType = "QueuePaused"
 	EventQueueResumed      EventType = "QueueResumed"
 	// EventsTruncated says that events may be missing before the next one:
 	// the stream was resumed from an ID older than the oldest event the

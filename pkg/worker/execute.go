@@ -206,7 +206,7 @@ func (s *Server) handBack(e *execution, ran bool, why string, args ...any) {
 	s.mu.Unlock()
 	log := s.logFor(e).With(args...)
 	if lost {
-		log.Warn(why+"; the lease was lost, so the task is left to its redelivery")
+		log.Warn(why + "; the lease was lost, so the task is left to its redelivery")
 		return
 	}
 	var state broker.State
