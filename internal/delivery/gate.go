@@ -60,8 +60,16 @@ func newGate(cfg Config, log *slog.Logger) *gate {
 	return &gate{cfg: cfg, log: log, client: &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}, drain: context.Background()}
 }
 
-// draining reports whether the sidecar has begun to drain.
-func (g *gate) draining() bool { return g.drain.Err() != nil }
+// draining reports whether the sidecar has begun to drain (Done, not Err:
+// no lock on the request path).
+func (g *gate) draining() bool {
+	select {
+	case <-g.drain.Done():
+		return true
+	default:
+		return false
+	}
+}
 
 // sleep is wait.Sleep for a task waiting to be sent: it also ends, with
 // worker.ErrHandBack, when the sidecar begins to drain, so the task goes back
