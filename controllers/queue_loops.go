@@ -183,7 +183,8 @@ func (l *queueLoops) handleEvents(ctx context.Context, ref broker.QueueRef, c *e
 		case broker.EventQueuePaused, broker.EventQueueResumed, broker.EventQueued, broker.EventRetried:
 			c.pendingKick = true
 		}
-		if ev.TaskID != "" {
+		// A progress report changes nothing a Task's status shows.
+		if ev.TaskID != "" && ev.Type != broker.EventProgress {
 			ids[ev.TaskID] = true
 		}
 	}

@@ -44,7 +44,8 @@ func newEventsCommand(c *cli) *cobra.Command {
 		Short: "A queue's task events (HTTP API); -f follows them",
 		Long: `events prints a queue's lifecycle events (TaskQueued, TaskStarted, TaskSucceeded,
 TaskDeadLettered ...) from the dtq HTTP API's events stream, one per line: event
-ID, time, type, task ID, attempt. Without -f it prints the events kept (about the
+ID, time, type, task ID, attempt, and for TaskProgress the progress the handler
+reported (JSON). Without -f it prints the events kept (about the
 last 10,000 of the queue, or those after --since) and ends; with -f it goes on
 following new ones until interrupted. A dropped connection (an API restart, a
 network blip) is resumed after the last event printed (Last-Event-ID), so no event
@@ -167,6 +168,12 @@ func printEvent(c *cli, output string, ev client.Event) error {
 		_, err = fmt.Fprintf(w, "---\n%s", b)
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%-22s %s %-22s %s %d\n", ev.EventID, ev.Time.UTC().Format(time.RFC3339Nano), ev.Type, ev.TaskID, ev.Attempt)
+	_, err := fmt.Fprintf(w, "%-22s %s %-22s %s %d", ev.EventID, ev.Time.UTC().Format(time.RFC3339Nano), ev.Type, ev.TaskID, ev.Attempt)
+	if err == nil && ev.Progress != nil {
+		_, err = fmt.Fprintf(w, " %s", ev.Progress)
+	}
+	if err == nil {
+		_, err = fmt.Fprintln(w)
+	}
 	return err
 }

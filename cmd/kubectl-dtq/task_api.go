@@ -28,14 +28,15 @@ import (
 
 // apiTaskColumns are the columns of tasks read through the HTTP API.
 var apiTaskColumns = []apiColumn{{name: "Task ID"}, {name: "Queue"}, {name: "Type"}, {name: "State"}, {name: "Attempt"}, {name: "Age"},
-	{name: "Key", wide: true}, {name: "Previous Attempts", wide: true}, {name: "Worker", wide: true}, {name: "Error", wide: true}}
+	{name: "Key", wide: true}, {name: "Previous Attempts", wide: true}, {name: "Worker", wide: true}, {name: "Error", wide: true},
+	{name: "Progress", wide: true}}
 
 func apiTaskView(doc any, tasks []client.Task) apiView {
 	v := apiView{doc: doc, columns: apiTaskColumns}
 	for _, t := range tasks {
 		v.names = append(v.names, t.TaskID)
 		v.rows = append(v.rows, []any{t.TaskID, t.Queue, t.TaskType, string(t.Status), t.Attempt, age(t.CreatedAt),
-			t.IdempotencyKey, t.PreviousAttempts, t.Execution.WorkerID, t.Execution.ErrorMessage})
+			t.IdempotencyKey, t.PreviousAttempts, t.Execution.WorkerID, t.Execution.ErrorMessage, string(t.Execution.Progress)})
 	}
 	return v
 }

@@ -222,6 +222,21 @@ func contract(t *testing.T, p *pod) {
 	if ok.State != broker.StateSucceeded || res["greeting"] != "hello, Ada" || res["idempotency_key"] != "greet-ada" {
 		t.Fatalf("greet: %s result %s", ok.State, ok.Result)
 	}
+	// Its progress report reached the task and its events through the sidecar.
+	if string(ok.Progress) != `{"step":"greeting"}` {
+		t.Fatalf("greet's progress %s, want {\"step\":\"greeting\"}", ok.Progress)
+	}
+	evs, err := broker.New(p.rdb).ReadEvents(context.Background(), broker.QueueRef{Namespace: p.o.Namespace, Name: p.o.Queue}, "0", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	progressed := false
+	for _, ev := range evs {
+		progressed = progressed || ev.TaskID == ok.ID && ev.Type == broker.EventProgress && string(ev.Progress) == `{"step":"greeting"}`
+	}
+	if !progressed {
+		t.Fatalf("no TaskProgress event for greet in %+v", evs)
+	}
 	if ti := p.wait(p.submit("greet", `{"fail_first_attempt":true}`, "")); ti.State != broker.StateSucceeded || ti.Attempt != 2 {
 		t.Fatalf("500 then 200: %s attempt %d %q", ti.State, ti.Attempt, ti.LastError)
 	}

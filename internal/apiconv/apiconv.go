@@ -125,6 +125,8 @@ func Task(t broker.TaskInfo, duplicate bool) client.Task {
 			ErrorClass:      t.LastErrorClass,
 			ErrorMessage:    t.LastError,
 			CancelRequested: t.CancelRequested,
+			Progress:        t.Progress,
+			ProgressAt:      timeOrNil(t.ProgressAt),
 		},
 	}
 	if !t.StartedAt.IsZero() && !t.FinishedAt.IsZero() && !t.FinishedAt.Before(t.StartedAt) {

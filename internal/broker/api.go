@@ -180,6 +180,11 @@ type TaskInfo struct {
 	Result          json.RawMessage // nil when none or expired; truncated to ResultMaxBytes
 	ResultTruncated bool
 	TraceParent     string // W3C traceparent of the submission's span; "" when it had none
+	// Progress is the latest progress the running (or last) attempt reported
+	// (compact JSON, see Broker.Progress), and ProgressAt when; nil and zero
+	// when it reported none. A new attempt clears it.
+	Progress   json.RawMessage
+	ProgressAt time.Time
 }
 
 // QueueStats is a queue's backlog, read for status and autoscaling.
@@ -241,6 +246,8 @@ const (
 	EventCancelRequested   EventType = "TaskCancelRequested"
 	EventExpired           EventType = "TaskExpired"
 	EventDuplicateAbsorbed EventType = "TaskDuplicateAbsorbed"
+	EventProgress          EventType = "TaskProgress" // a running attempt's progress report (Event.Progress)
+	EventReleased          EventType = "TaskReleased" // handed back by a draining worker: Queued again, Attempt the next run's
 	EventQueuePaused       EventType = "QueuePaused"
 	EventQueueResumed      EventType = "QueueResumed"
 )
@@ -253,6 +260,8 @@ type Event struct {
 	TaskID  string
 	Attempt int
 	At      time.Time
+	// Progress is a TaskProgress event's value (compact JSON); nil otherwise.
+	Progress json.RawMessage
 }
 
 // Delivery is a stream entry handed to a worker.

@@ -393,12 +393,8 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 		}
 	}
 	out, errs, err := itemReplies(replies, len(items), func(i int, v []any) (completed, error) {
-		if str(v[0]) == "stale" && len(v) == 2 {
-			st := State(str(v[1]))
-			return completed{state: st}, &Error{Code: CodeStaleExecution, Message: fmt.Sprintf("task %s: execution of attempt %d by %s is stale (task is %q)",
-				items[i].x.TaskID, items[i].x.Attempt, items[i].x.WorkerID, st)}
-		}
-		return completed{state: State(str(v[0]))}, nil
+		st, err := staleOr(items[i].x, v)
+		return completed{state: st}, err
 	})
 	if err != nil {
 		// Entries read are left pending, reclaimed after the visibility timeout.

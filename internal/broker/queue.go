@@ -18,6 +18,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -179,7 +180,11 @@ func eventsOf(res []redis.XStream) []Event {
 				if i < len(attempts) {
 					a, _ = strconv.Atoi(attempts[i])
 				}
-				out = append(out, Event{ID: m.ID, Type: EventType(typ), TaskID: task, Attempt: a, At: time.UnixMilli(ms).UTC()})
+				ev := Event{ID: m.ID, Type: EventType(typ), TaskID: task, Attempt: a, At: time.UnixMilli(ms).UTC()}
+				if p, ok := m.Values["progress"].(string); ok {
+					ev.Progress = json.RawMessage(p)
+				}
+				out = append(out, ev)
 			}
 		}
 	}

@@ -250,10 +250,13 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
     return absorb()
   end
   redis.call("HSET", tk, "state", "Running", "attempt", attempt, "started_at", now, "worker_id", worker, "msg", msgid)
-  -- finished_at is only there after a retry; a delete is a write, so only then.
-  if h.finished_at then redis.call("HDEL", tk, "finished_at") end
+  -- finished_at is only there after a retry, progress only after an attempt
+  -- that reported some (it is the running attempt's); a delete is a write,
+  -- so only then.
+  if h.finished_at or h.progress then redis.call("HDEL", tk, "finished_at", "progress", "progress_at") end
   batch_event("TaskStarted", id, int(attempt), now)
   h.state, h.attempt, h.started_at, h.worker_id, h.msg, h.finished_at = "Running", int(attempt), now, worker, msgid, nil
+  h.progress, h.progress_at = nil, nil
   local out = {}
   for k, v in pairs(h) do out[#out + 1] = k; out[#out + 1] = v end
   return {"run", out}
@@ -739,6 +742,91 @@ for i = 0, #KEYS / 2 - 1 do
 end
 return lost
 `))
+
+// releaseScript hands a running execution's task back to its queue at once
+// (a draining worker's tasks): the entry is acknowledged and deleted and a new
+// one added at the end of the task's band, so any worker reads it now instead
+// of reclaiming it after the visibility timeout. It is fenced like
+// touchScript: only while the task is Running the very execution named
+// (entry, worker, attempt) and the entry is pending for this consumer, so a
+// worker that lost its lease cannot take a task back from its new owner.
+//
+// An execution whose handler never began (ran "0") costs no attempt: the
+// task is Queued again with the same attempt. One that began (ran "1", a
+// handler interrupted mid-run) counts as a crash redelivery does: attempt+1,
+// and past max_attempts the task is exhausted (dead-lettered, class
+// WorkerLost). A task whose cancel was requested ends Cancelled instead.
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:task:<id>
+// KEYS[2]        -> dtq:{<ns>/<q>}:stream:p<band> (the entry's)
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> consumer
+// ARGV[3]        -> entry id
+// ARGV[4]        -> worker id
+// ARGV[5]        -> the attempt the execution runs
+// ARGV[6]        -> ran: "1" the handler began, "0" it never did
+// ARGV[7]        -> now, Unix ms
+// ARGV[8]        -> now, RFC 3339
+//
+// Returns {state}: Queued, Cancelled, DeadLettered or Failed; or {"stale",
+// state} when the execution is no longer the task's (state "" when the task
+// is gone): nothing changed.
+var releaseScript = script(`
+local tk, stream = KEYS[1], KEYS[2]
+local consumer, msgid, worker, runAttempt, ran, now, nowtxt = unpack(ARGV, 2, 8)
+local h = redis.call("HMGET", tk, "state", "attempt", "max_attempts", "msg", "ikey", "worker_id", "cancel_requested")
+if h[1] ~= "Running" or h[4] ~= msgid or h[6] ~= worker or h[2] ~= runAttempt or
+  #redis.call("XPENDING", stream, GROUP, msgid, msgid, 1, consumer) ~= 1 then
+  return {"stale", h[1] or ""}
+end
+local id, attempt = task_id(tk), tonumber(h[2])
+redis.call("XACK", stream, GROUP, msgid)
+redis.call("XDEL", stream, msgid)
+if h[7] == "1" then
+  finish(id, "Cancelled", "TaskCancelled", attempt, h[5], now, nowtxt)
+  return {"Cancelled"}
+end
+if ran == "1" then
+  attempt = attempt + 1
+  if attempt > tonumber(h[3]) then
+    return {exhaust(id, attempt - 1, h[5], "worker lost the task on every attempt (interrupted by a drain, a crash or the visibility timeout)", "WorkerLost", now, nowtxt)}
+  end
+end
+local msg = redis.call("XADD", stream, "*", "t", id, "a", attempt)
+redis.call("HSET", tk, "state", "Queued", "attempt", attempt, "available_at", now, "msg", msg)
+event("TaskReleased", id, attempt, now)
+return {"Queued"}
+`)
+
+// progressScript records a running execution's progress: the task hash's
+// progress and progress_at fields and a TaskProgress event carrying it. It is
+// fenced like completeBatchScript: only while the task is Running the very
+// execution named (entry, worker, attempt).
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:task:<id>
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> entry id
+// ARGV[3]        -> worker id
+// ARGV[4]        -> the attempt the execution runs
+// ARGV[5]        -> progress, compact JSON (at most MaxProgressBytes)
+// ARGV[6]        -> now, Unix ms
+//
+// Returns {"ok"} or {"stale", state} (state "" when the task is gone):
+// nothing written.
+var progressScript = script(`
+local tk = KEYS[1]
+local msgid, worker, runAttempt, progress, now = unpack(ARGV, 2, 6)
+local h = redis.call("HMGET", tk, "state", "msg", "worker_id", "attempt")
+if h[1] ~= "Running" or h[2] ~= msgid or h[3] ~= worker or h[4] ~= runAttempt then
+  return {"stale", h[1] or ""}
+end
+redis.call("HSET", tk, "progress", progress, "progress_at", now)
+redis.call("XADD", K_EVENTS, "MAXLEN", "~", "` + eventsMaxLenText + `", "*",
+  "type", "TaskProgress", "task", task_id(tk), "attempt", runAttempt, "at", now, "progress", progress)
+return {"ok"}
+`)
 
 // promoteScript moves up to ARGV[4] due schedule members to their streams:
 // Pending keeps its attempt, Retrying gets attempt+1, an expired one (Retrying

@@ -58,6 +58,10 @@ func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
 		CancelRequested: m["cancel_requested"] == "1",
 		ResultTruncated: m["result_truncated"] == "1",
 		TraceParent:     m["trace"],
+		ProgressAt:      t("progress_at"),
+	}
+	if p := m["progress"]; p != "" {
+		ti.Progress = json.RawMessage(p)
 	}
 	if _, ok := m["available_at"]; !ok {
 		ti.AvailableAt = ti.CreatedAt // submit leaves it out when it is created_at

@@ -34,6 +34,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
@@ -114,6 +115,8 @@ func (a *api) task(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// progress is the Go SDK's Task.ReportProgress for the app: the same checks,
+// rate limit and fenced engine write.
 func (a *api) progress(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	body, err := io.ReadAll(r.Body)
@@ -121,17 +124,25 @@ func (a *api) progress(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_BODY", "the body must be JSON of at most 64 KiB")
 		return
 	}
-	a.f.mu.Lock()
-	run := a.f.running[id]
-	if run != nil {
-		run.progress = body
-	}
-	a.f.mu.Unlock()
+	run := a.f.lookup(id)
 	if run == nil {
 		writeError(w, http.StatusNotFound, "NOT_RUNNING", "the task is not running on this pod")
 		return
 	}
-	a.log.Info("Task progress", "task_id", id, "progress", json.RawMessage(body))
+	switch err := run.task.ReportProgress(r.Context(), json.RawMessage(body)); {
+	case errors.Is(err, broker.ErrInvalidRequest):
+		writeError(w, http.StatusBadRequest, "INVALID_PROGRESS", fmt.Sprintf("progress must be JSON of at most %d bytes compact", worker.MaxProgressBytes))
+		return
+	case errors.Is(err, worker.ErrLeaseLost):
+		writeError(w, http.StatusConflict, "LEASE_LOST", "another worker runs the task now: stop")
+		return
+	case err != nil:
+		a.redisError(w, err)
+		return
+	}
+	a.f.mu.Lock()
+	run.progress = body
+	a.f.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -111,6 +111,7 @@ func Run(ctx context.Context, wcfg worker.Config, cfg Config) error {
 	}
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
+	f.gate.drain = ctx
 	go f.gate.run(bg)
 	if cfg.APIAddr != "" {
 		stop, err := serveAPI(cfg.APIAddr, newAPI(cfg.Token, f, srv.Redis(), wcfg.Logger))

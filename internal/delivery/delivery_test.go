@@ -106,6 +106,10 @@ func (a *apptest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
 		}
+	case "throttle-long":
+		w.Header().Set("Retry-After", "60")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
 	case "verdict-fail":
 		w.Header().Set(HeaderVerdict, "fail")
 		w.WriteHeader(http.StatusOK)
@@ -155,6 +159,9 @@ func startSidecar(t *testing.T, handlerURL string, o workertest.Options) *sideca
 	if o.VisibilityTimeout == 0 {
 		o.VisibilityTimeout = 2 * time.Second
 	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 5 * time.Second
+	}
 	workertest.EnsureQueue(t, rdb, o)
 	apiAddr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -162,7 +169,7 @@ func startSidecar(t *testing.T, handlerURL string, o workertest.Options) *sideca
 	go func() {
 		defer close(s.stopped)
 		err := Run(ctx, worker.Config{Redis: rdb, Namespace: o.Namespace, Queue: o.Queue, Concurrency: o.Concurrency,
-			VisibilityTimeout: o.VisibilityTimeout, HeartbeatInterval: o.VisibilityTimeout / 4, DrainTimeout: 5 * time.Second,
+			VisibilityTimeout: o.VisibilityTimeout, HeartbeatInterval: min(o.VisibilityTimeout/4, 500*time.Millisecond), DrainTimeout: o.DrainTimeout,
 			WorkerID: "sidecar-" + o.Queue, Logger: slog.New(slog.DiscardHandler)},
 			Config{HandlerURL: handlerURL, APIAddr: apiAddr})
 		if err != nil {
@@ -394,6 +401,92 @@ func TestDrainFinishesOpenRequests(t *testing.T) {
 	}
 	if st := s.get(t, c).State; st != broker.StateQueued {
 		t.Fatalf("task submitted during the drain is %s, want Queued", st)
+	}
+}
+
+// On stop, a task the sidecar holds without an open request (here: waiting
+// out a Retry-After) is handed back at once, its attempt not counted, and an
+// open request still running when the drain budget ends is handed back with
+// its attempt counted: another worker reads both at once, long before the
+// visibility timeout.
+func TestDrainHandsBackTheRest(t *testing.T) {
+	t.Parallel()
+	app := newApp()
+	srv := httptest.NewServer(app)
+	defer srv.Close()
+	s := startSidecar(t, srv.URL, workertest.Options{Concurrency: 2, VisibilityTimeout: 10 * time.Minute, DrainTimeout: 500 * time.Millisecond})
+	open := s.submit(t, map[string]any{"mode": "sleep", "ms": 60000}, workertest.SubmitOptions{Timeout: 5 * time.Minute})
+	for app.open.Load() < 1 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Answered 503 with Retry-After: 60, the sidecar holds it to send it again.
+	held := s.submit(t, map[string]any{"mode": "throttle-long"}, workertest.SubmitOptions{Timeout: 5 * time.Minute})
+	for app.callsOf(held) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.stop()
+	for id, want := range map[string]int{held: 1, open: 2} {
+		if ti := s.get(t, id); ti.State != broker.StateQueued || ti.Attempt != want {
+			t.Fatalf("task %s after the drain: %s attempt %d, want Queued attempt %d", id, ti.State, ti.Attempt, want)
+		}
+	}
+	if app.cancelled.Load() != 1 {
+		t.Fatalf("%d requests cancelled by the drain, want the open one", app.cancelled.Load())
+	}
+	q := broker.QueueRef{Namespace: s.o.Namespace, Name: s.o.Queue}
+	ss, err := broker.New(s.rdb).ReadStart(context.Background(), q, "peer", "peer", 2, 0)
+	if err != nil || len(ss) != 2 {
+		t.Fatalf("another worker reads %+v (%v), want both tasks", ss, err)
+	}
+}
+
+// A progress report through the loopback API is the Go SDK's: fenced to the
+// running execution, bounded, and written to the task and its events.
+func TestProgressReachesTheEngine(t *testing.T) {
+	t.Parallel()
+	app := newApp()
+	srv := httptest.NewServer(app)
+	defer srv.Close()
+	s := startSidecar(t, srv.URL, workertest.Options{})
+	id := s.submit(t, map[string]any{"mode": "sleep", "ms": 60000}, workertest.SubmitOptions{Timeout: 2 * time.Minute})
+	for app.open.Load() < 1 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	token, _ := app.token.Load().(string)
+	post := func(body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, s.apiURL+"/v1/tasks/"+id+"/progress", strings.NewReader(body))
+		req.Header.Set(HeaderToken, token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(`{"done": 5, "of": 10}`); code != http.StatusNoContent {
+		t.Fatalf("progress: %d %s", code, body)
+	}
+	if ti := s.get(t, id); string(ti.Progress) != `{"done":5,"of":10}` {
+		t.Fatalf("task progress %s", ti.Progress)
+	}
+	evs, err := broker.New(s.rdb).ReadEvents(context.Background(), broker.QueueRef{Namespace: s.o.Namespace, Name: s.o.Queue}, "0", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := evs[len(evs)-1]; last.Type != broker.EventProgress || last.TaskID != id || last.Attempt != 1 || string(last.Progress) != `{"done":5,"of":10}` {
+		t.Fatalf("last event %+v", last)
+	}
+	if code, body := post(`"` + strings.Repeat("x", worker.MaxProgressBytes) + `"`); code != http.StatusBadRequest || !strings.Contains(body, "INVALID_PROGRESS") {
+		t.Fatalf("oversized progress: %d %s", code, body)
+	}
+	if _, err := broker.New(s.rdb).Cancel(context.Background(), broker.QueueRef{Namespace: s.o.Namespace, Name: s.o.Queue}, id); err != nil {
+		t.Fatal(err)
+	}
+	s.wait(t, id)
+	if code, body := post(`{"done": 6}`); code != http.StatusNotFound {
+		t.Fatalf("progress of a finished task: %d %s, want 404", code, body)
 	}
 }
 

@@ -36,7 +36,6 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/dtq-dev/dtq/internal/wait"
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
@@ -82,6 +81,7 @@ type forwarder struct {
 // running is one open request, for the loopback API.
 type running struct {
 	ctx      context.Context
+	task     *worker.Task
 	progress json.RawMessage
 }
 
@@ -102,11 +102,15 @@ func newForwarder(cfg Config, log *slog.Logger) *forwarder {
 // before the deadline, or a refused connection sends the same attempt again
 // later; the request is
 // cancelled with ctx (the task's deadline, a cancel request, the drain or a
-// lost lease).
+// lost lease). Once the sidecar drains, a task not sent yet (or waiting to be
+// sent again) is handed back uncounted (worker.ErrHandBack).
 func (f *forwarder) ProcessTask(ctx context.Context, t *worker.Task) (any, error) {
-	f.track(t.ID, ctx)
+	f.track(ctx, t)
 	defer f.untrack(t.ID)
 	for {
+		if f.gate.draining() {
+			return nil, worker.ErrHandBack
+		}
 		if err := f.gate.waitThrottle(ctx); err != nil {
 			return nil, err
 		}
@@ -134,7 +138,7 @@ func (f *forwarder) ProcessTask(ctx context.Context, t *worker.Task) (any, error
 			continue
 		case o.notFound:
 			f.gate.notFound(true)
-			err := wait.Sleep(ctx, notFoundRetry)
+			err := f.gate.sleep(ctx, notFoundRetry)
 			f.gate.notFound(false)
 			if err != nil {
 				return nil, fmt.Errorf("the app answered 404 (route %s missing?): %w", f.cfg.HandlerURL, err)
@@ -289,9 +293,9 @@ func isRefused(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-func (f *forwarder) track(id string, ctx context.Context) {
+func (f *forwarder) track(ctx context.Context, t *worker.Task) {
 	f.mu.Lock()
-	f.running[id] = &running{ctx: ctx}
+	f.running[t.ID] = &running{ctx: ctx, task: t}
 	f.mu.Unlock()
 }
 

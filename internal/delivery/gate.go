@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/wait"
+	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
 const (
@@ -45,6 +46,9 @@ type gate struct {
 	log    *slog.Logger
 	client *http.Client
 	ready  atomic.Bool
+	// drain ends when the sidecar begins to drain: a task still waiting to
+	// be sent is then handed back (worker.ErrHandBack).
+	drain context.Context
 
 	mu           sync.Mutex
 	notFoundOpen int       // requests waiting on a 404 without a verdict
@@ -53,7 +57,32 @@ type gate struct {
 }
 
 func newGate(cfg Config, log *slog.Logger) *gate {
-	return &gate{cfg: cfg, log: log, client: &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}}
+	return &gate{cfg: cfg, log: log, client: &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}, drain: context.Background()}
+}
+
+// draining reports whether the sidecar has begun to drain (Done, not Err:
+// no lock on the request path).
+func (g *gate) draining() bool {
+	select {
+	case <-g.drain.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep is wait.Sleep for a task waiting to be sent: it also ends, with
+// worker.ErrHandBack, when the sidecar begins to drain, so the task goes back
+// to its queue at once, uncounted (it never reached the app). Otherwise it
+// returns the cause of ctx's end (a cancel request, the deadline).
+func (g *gate) sleep(ctx context.Context, d time.Duration) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(g.drain, func() { cancel(worker.ErrHandBack) })()
+	if wait.Sleep(wctx, d) != nil {
+		return context.Cause(wctx)
+	}
+	return nil
 }
 
 // hold is worker.Config.Hold.
@@ -122,11 +151,11 @@ func (g *gate) probe(ctx context.Context) bool {
 
 // waitReady waits a probe period, then until the app is ready again.
 func (g *gate) waitReady(ctx context.Context) error {
-	if err := wait.Sleep(ctx, probeNotReady); err != nil {
+	if err := g.sleep(ctx, probeNotReady); err != nil {
 		return err
 	}
 	for !g.ready.Load() {
-		if err := wait.Sleep(ctx, probeNotReady/2); err != nil {
+		if err := g.sleep(ctx, probeNotReady/2); err != nil {
 			return err
 		}
 	}
@@ -183,5 +212,5 @@ func (g *gate) waitThrottle(ctx context.Context) error {
 	if d <= 0 {
 		return nil
 	}
-	return wait.Sleep(ctx, d)
+	return g.sleep(ctx, d)
 }

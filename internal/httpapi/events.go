@@ -197,7 +197,7 @@ func (s *Server) sendAfter(w io.Writer, r *http.Request, q broker.QueueRef, pos 
 			}
 			id := position{entry: ev.ID, index: ev.index}.String()
 			if err := writeEvent(w, id, client.Event{EventID: id, Type: client.EventType(ev.Type), TaskID: ev.TaskID,
-				Attempt: ev.Attempt, Time: ev.At}); err != nil {
+				Attempt: ev.Attempt, Time: ev.At, Progress: ev.Progress}); err != nil {
 				return err
 			}
 			sent = true

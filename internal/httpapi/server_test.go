@@ -34,6 +34,13 @@ import (
 // newAPI serves the API without auth on a private redis-server with queue ns/q.
 func newAPI(t *testing.T) *httptest.Server {
 	t.Helper()
+	srv, _ := newAPIWithBroker(t)
+	return srv
+}
+
+// newAPIWithBroker is newAPI that also returns the engine it serves.
+func newAPIWithBroker(t *testing.T) (*httptest.Server, *broker.Broker) {
+	t.Helper()
 	b := broker.New(redistest.Start(t).Client())
 	if err := b.EnsureQueue(t.Context(), broker.QueueRef{Namespace: "ns", Name: "q"}, broker.DefaultQueueConfig()); err != nil {
 		t.Fatal(err)
@@ -44,7 +51,7 @@ func newAPI(t *testing.T) *httptest.Server {
 	}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, b
 }
 
 // ?idempotency_key= answers the key's task alone, or none for an unknown key,

@@ -115,6 +115,10 @@ type Execution struct {
 	ErrorClass      string     `json:"error_class,omitempty"`
 	ErrorMessage    string     `json:"error_message,omitempty"`
 	CancelRequested bool       `json:"cancel_requested,omitempty"`
+	// Progress is the latest progress the attempt reported (any JSON, at
+	// most 1024 bytes compact), at ProgressAt; a new attempt clears it.
+	Progress   json.RawMessage `json:"progress,omitempty"`
+	ProgressAt *time.Time      `json:"progress_at,omitempty"`
 }
 
 // BatchRequest is the body of a batch submission: 1..1000 tasks.
@@ -275,6 +279,8 @@ const (
 	EventCancelRequested   EventType = "TaskCancelRequested"
 	EventExpired           EventType = "TaskExpired"
 	EventDuplicateAbsorbed EventType = "TaskDuplicateAbsorbed"
+	EventProgress          EventType = "TaskProgress" // a running attempt's progress report (Event.Progress)
+	EventReleased          EventType = "TaskReleased" // handed back by a draining worker; Attempt is the next run's (the same when the handler had not begun)
 	EventQueuePaused       EventType = "QueuePaused"
 	EventQueueResumed      EventType = "QueueResumed"
 	// EventsTruncated says that events may be missing before the next one:
@@ -301,4 +307,6 @@ type Event struct {
 	TaskID  string    `json:"task_id,omitempty"`
 	Attempt int       `json:"attempt,omitempty"`
 	Time    time.Time `json:"ts"`
+	// Progress is a TaskProgress event's value (any JSON).
+	Progress json.RawMessage `json:"progress,omitempty"`
 }

@@ -57,9 +57,18 @@ limitations under the License.
 // # Shutdown
 //
 // When Run's context ends the server stops reading, waits up to the drain timeout
-// for in-flight handlers, then cancels the rest and does not acknowledge them:
-// their entries stay pending and another worker reclaims them after the
-// visibility timeout. Entries never read stay in the stream.
+// for in-flight handlers, then cancels the rest and hands their tasks back to the
+// queue at once, never acknowledged as done: any worker reads them right away
+// (not after the visibility timeout), as attempt+1 since their handlers ran. A
+// handler that has not begun its task when the drain starts may return
+// [ErrHandBack]: the task then goes back without counting the attempt. Entries
+// never read stay in the stream.
+//
+// # Progress
+//
+// [Task.ReportProgress] records a running task's progress: the task's latest
+// progress and a TaskProgress event on its queue's event stream, at most one
+// write a second per task.
 //
 // Package workertest helps test handlers without Redis and run servers in
 // integration tests.

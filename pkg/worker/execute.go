@@ -47,12 +47,12 @@ func (s *Server) process(e *execution) *execution {
 	defer cancel(nil)
 	if !s.arm(e, ti.Attempt, cancel) {
 		// The drain budget ran out, or the lease was lost, before the
-		// handler ran: leave the task Running with its entry pending, exactly
-		// a crash. A peer reclaims it after the visibility timeout and runs
-		// it as attempt+1.
-		s.logFor(e).Warn("Drain budget exhausted or lease lost before the handler ran; left for redelivery")
+		// handler ran: hand the task back uncounted (or leave it to whoever
+		// took it over).
+		s.handBack(e, false, "the drain budget ran out or the lease was lost before the handler ran")
 		return nil
 	}
+	task.srv, task.exec = s, e
 
 	lbl := []string{s.q.Namespace, s.q.Name, s.types.of(ti.Type)}
 	if !ti.AvailableAt.IsZero() {
@@ -63,12 +63,16 @@ func (s *Server) process(e *execution) *execution {
 	out := execute(ctx, s.h, task, timeout, s.log)
 	s.mu.Lock()
 	e.returned = true
+	e.stopProgress()
 	s.mu.Unlock()
 	s.busy.Dec()
 	s.m.execution.WithLabelValues(lbl...).Observe(time.Since(startedAt).Seconds())
 
+	if out.HandBack && !s.draining() {
+		out = Outcome{Err: errors.New("the handler handed the task back while its worker was not draining"), Class: ClassRetryable, Retryable: true}
+	}
 	if out.Redeliver {
-		s.logFor(e).Warn("Handler stopped by the drain or a lost lease; left for redelivery", "cause", context.Cause(ctx))
+		s.handBack(e, !out.HandBack, "the handler stopped", "cause", context.Cause(ctx))
 		return nil
 	}
 	if out.Err != nil && !out.Cancelled {
@@ -198,6 +202,39 @@ func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, 
 		s.logFor(e).Debug("Task done", "task_type", ti.Type, "state", string(state))
 	}
 	return next
+}
+
+// draining reports whether the drain has begun (Run's context ended).
+func (s *Server) draining() bool { return s.runCtx.Err() != nil }
+
+// handBack gives e's task back to its queue at once (Release) for any worker
+// to read, instead of leaving it pending until a peer reclaims it after the
+// visibility timeout; ran says whether its handler began (the attempt then
+// counts). A task whose lease was lost is left to whoever took it over (the
+// engine's fencing would refuse it anyway). why and args say what happened,
+// for the log.
+func (s *Server) handBack(e *execution, ran bool, why string, args ...any) {
+	s.mu.Lock()
+	lost, x := e.leaseLost, s.execution(e)
+	s.mu.Unlock()
+	log := s.logFor(e).With(args...)
+	if lost {
+		log.Warn(why + "; the lease was lost, so the task is left to its redelivery")
+		return
+	}
+	var state broker.State
+	err := retryConn(context.Background(), func(ctx context.Context) (err error) {
+		state, err = s.b.Release(ctx, s.q, s.cfg.WorkerID, x, ran)
+		return err
+	})
+	switch {
+	case errors.Is(err, broker.ErrStaleExecution):
+		log.Warn(why+"; not handed back: another worker took the task over", "state", string(state))
+	case err != nil:
+		log.Error(why+"; hand-back failed: the entry stays pending and is reclaimed after the visibility timeout", "error", err)
+	default:
+		log.Info(why+"; task handed back", "attempt_counted", ran, "state", string(state))
+	}
 }
 
 // broker returns o as the engine's Outcome.

@@ -36,6 +36,11 @@ type Task struct {
 	IdempotencyKey string          // "" when submitted without one
 	Priority       int             // 0..9
 	Deadline       time.Time       // the handler's context ends at this time
+
+	// srv and exec are the Server and execution running the task (nil
+	// outside a Server), for ReportProgress.
+	srv  *Server
+	exec *execution
 }
 
 // Handler runs tasks. The returned value is stored as the task's JSON result

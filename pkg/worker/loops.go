@@ -183,7 +183,7 @@ func (s *Server) toRun(st *broker.Started, fresh time.Time) *execution {
 // completion: the worker reads (no drain), nothing holds it (Config.Hold),
 // and no reclaim is due (readLoop needs free slots for it).
 func (s *Server) readsNext() bool {
-	return s.reading.Load() && (s.cfg.Hold == nil || s.cfg.Hold() == "") && time.Now().UnixNano() < s.reclaimAt.Load()
+	return !s.draining() && (s.cfg.Hold == nil || s.cfg.Hold() == "") && time.Now().UnixNano() < s.reclaimAt.Load()
 }
 
 func (s *Server) notRun(d broker.Delivery, sr broker.StartResult) {

@@ -42,13 +42,25 @@ var (
 	// API or kubectl cancel). The run is recorded as Cancelled.
 	ErrCancelRequested = errors.New("worker: task cancel requested")
 	// ErrInterrupted: a draining worker ran out of its budget. The run is not
-	// recorded; the task is redelivered as attempt+1.
-	ErrInterrupted = errors.New("worker: drain budget exhausted; task left unacknowledged for redelivery")
+	// recorded; the task is handed back to its queue at once and runs again
+	// as attempt+1.
+	ErrInterrupted = errors.New("worker: drain budget exhausted; task handed back for redelivery")
 	// ErrLeaseLost: no heartbeat reached Redis for a visibility timeout, or
 	// another worker took the task over. A run that fails is not recorded;
 	// one that succeeds anyway is, fenced by the engine.
 	ErrLeaseLost = errors.New("worker: lease lost (no heartbeat for a visibility timeout, or another worker took the task over); task left to its redelivery")
 )
+
+// ErrHandBack, returned by a handler (or wrapped in its error), says that it
+// has not begun the task's work, for example because it was still waiting
+// for a rate limit or a dependency when its worker began to drain: the
+// worker hands the task back to its queue at once, for any worker, and the
+// attempt is not counted (the next run has the same attempt number). The
+// delivery sidecar returns it for tasks it holds but has not sent to the app.
+// It applies only while the worker drains; otherwise it is a retryable
+// failure (the attempt counts, with the queue's backoff), so a handler cannot
+// bounce a task between workers without end.
+var ErrHandBack = errors.New("worker: the handler did not begin the task; hand it back")
 
 // Outcome is how a Server records one run of a handler.
 type Outcome struct {
@@ -61,9 +73,14 @@ type Outcome struct {
 	Class     string // the error class recorded (Class*, or "Cancelled")
 	Retryable bool   // retried while attempts remain
 	Cancelled bool   // recorded as Cancelled
-	// Redeliver: nothing is recorded; the entry stays pending and the task
-	// is redelivered (attempt+1) after the visibility timeout.
+	// Redeliver: nothing is recorded. A Server hands the task back to its
+	// queue at once (attempt+1: the interrupted run counts, as a crash
+	// would), unless its lease was lost: then the task is left to its
+	// redelivery by whoever took it over.
 	Redeliver bool
+	// HandBack (with Redeliver): the handler returned ErrHandBack; a
+	// draining Server hands the task back without counting the attempt.
+	HandBack bool
 }
 
 // Execute runs h on t exactly as a Server runs a started task, with a context
@@ -130,6 +147,8 @@ func invoke(ctx context.Context, h Handler, t *Task, log *slog.Logger) (any, err
 // not ended), the time it returned, and the task's deadline and timeout.
 func outcome(v any, herr, cause error, now, deadline time.Time, timeout time.Duration) Outcome {
 	switch {
+	case errors.Is(herr, ErrHandBack):
+		return Outcome{Redeliver: true, HandBack: true}
 	case errors.Is(cause, ErrInterrupted):
 		// Never acknowledge interrupted work, even work that finished.
 		return Outcome{Redeliver: true}

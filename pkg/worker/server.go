@@ -82,11 +82,10 @@ type Server struct {
 	defaultTimeout time.Duration
 	promoteNow     chan struct{}
 	ran            atomic.Bool
-	// reading is true while readLoop runs (until the drain); reclaimAt is
-	// when it next reclaims (unix ns). Executors read their next entries
-	// with their completions (CompleteNext) only while reading and before
-	// reclaimAt, so the drain stops all reads and a reclaim gets slots.
-	reading   atomic.Bool
+	runCtx         context.Context // Run's: it ends when the drain begins
+	// reclaimAt is when readLoop next reclaims (unix ns). Executors read
+	// their next entries with their completions (CompleteNext) only before
+	// it, so a reclaim gets slots, and never while draining.
 	reclaimAt atomic.Int64
 }
 
@@ -105,6 +104,7 @@ type execution struct {
 	interrupted bool
 	leaseLost   bool
 	returned    bool // the handler returned: its outcome is being recorded (and fenced by the engine)
+	progress    progress
 }
 
 // execution returns e's fencing token; call with s.mu held or before dispatch.
@@ -199,9 +199,10 @@ func (s *Server) setStatus(st string) {
 }
 
 // Run serves the queue until ctx ends, then drains: it stops reading, waits up
-// to the drain timeout for in-flight handlers, cancels the rest without
-// acknowledging them, removes its consumer when it holds no pending entries and
-// returns nil. It returns an error only when it cannot start (the metrics
+// to the drain timeout for in-flight handlers, cancels the rest and hands
+// their tasks back to the queue at once (Release: never acknowledged as done,
+// read by any worker without waiting for the visibility timeout), removes its
+// consumer when it holds no pending entries and returns nil. It returns an error only when it cannot start (the metrics
 // address is taken, or it is called twice). While the queue does not exist yet
 // (the controller has not created it) Run waits for it.
 func (s *Server) Run(ctx context.Context) error {
@@ -209,6 +210,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("worker: Server.Run called twice")
 	}
 	s.startedAt = time.Now()
+	s.runCtx = ctx
 	if s.ownsRDB {
 		defer s.rdb.Close()
 	}
@@ -239,7 +241,6 @@ func (s *Server) Run(ctx context.Context) error {
 
 	// Loops that stop at the start of the drain.
 	stop := make(chan struct{})
-	s.reading.Store(true)
 	var fg sync.WaitGroup
 	goLoop(&fg, func() { s.readLoop(stop) })
 	goLoop(&fg, func() { s.schedulerLoop(stop) })
@@ -248,7 +249,6 @@ func (s *Server) Run(ctx context.Context) error {
 	s.setStatus(StatusDraining)
 	s.log.Info("Draining", "in_flight", s.inflightCount(), "budget", s.cfg.DrainTimeout.String())
 	s.heartbeat(bgCtx)
-	s.reading.Store(false)
 	close(stop)
 	fg.Wait() // deliveries already read are dispatched and count as in flight
 
@@ -260,7 +260,7 @@ func (s *Server) Run(ctx context.Context) error {
 		timer.Stop()
 	case <-timer.C:
 		n := s.interruptAll()
-		s.log.Warn("Drain budget exhausted; cancelled handlers are left unacknowledged for redelivery", "interrupted", n)
+		s.log.Warn("Drain budget exhausted; cancelled handlers' tasks are handed back for redelivery", "interrupted", n)
 		<-done
 	}
 	close(s.executorsStop)

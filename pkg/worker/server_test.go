@@ -262,43 +262,6 @@ func TestPermanentKinds(t *testing.T) {
 	}
 }
 
-// Drain budget exhausted: the interrupted task is not acknowledged; a second
-// worker reclaims it after the visibility timeout and finishes it on attempt 2.
-func TestDrainBudgetLeavesWorkUnacked(t *testing.T) {
-	t.Parallel()
-	rdb := redistest.Start(t).Client()
-	started := make(chan int, 4)
-	mux := worker.NewMux()
-	mux.HandleFunc("long", func(ctx context.Context, t *worker.Task) (any, error) {
-		started <- t.Attempt
-		if t.Attempt == 1 {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}
-		return "done", nil
-	})
-	o := workertest.Options{VisibilityTimeout: time.Second, HeartbeatInterval: 200 * time.Millisecond, DrainTimeout: 300 * time.Millisecond}
-	a := workertest.StartServer(t, rdb, mux, o)
-	id := a.Submit("long", nil, workertest.SubmitOptions{})
-	if at := <-started; at != 1 {
-		t.Fatalf("first attempt %d", at)
-	}
-	t0 := time.Now()
-	a.Stop()
-	if d := time.Since(t0); d > 5*time.Second {
-		t.Fatalf("drain took %s with a 300ms budget", d)
-	}
-	if st := a.Get(id); st.State != "Running" {
-		t.Fatalf("after interrupted drain: state %s, want Running (unacked)", st.State)
-	}
-	o.Queue = a.Queue()
-	b := workertest.StartServer(t, rdb, mux, o)
-	st := b.Wait(id, waitFor)
-	if st.State != "Succeeded" || st.Attempt != 2 || st.WorkerID != b.Server().WorkerID() {
-		t.Fatalf("state %s attempt %d worker %s", st.State, st.Attempt, st.WorkerID)
-	}
-}
-
 // Never more deliveries than slots: with concurrency 2 and ten long tasks, only
 // two entries are ever pending for the worker.
 func TestNoPrefetchBeyondSlots(t *testing.T) {

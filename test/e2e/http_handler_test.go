@@ -157,6 +157,14 @@ func TestHTTPHandlerPython(t *testing.T) {
 	}
 	replay := call(t, adminToken(t), http.MethodPost, queuePath(ns, "q")+"/tasks", `{"task_type":"greet"}`, "Idempotency-Key", "grace-1")
 	expect(t, "replay of the API task", replay, http.StatusOK, "")
+	// The handler's progress report (greet reports {"step":"greeting"}
+	// through the sidecar) is the task's latest progress and a TaskProgress
+	// event that kubectl dtq events prints.
+	if string(done.Execution.Progress) != `{"step":"greeting"}` {
+		t.Errorf("API task's execution.progress %s, want {\"step\":\"greeting\"}", done.Execution.Progress)
+	}
+	want(t, "events of the API task", dtq(t, ns, "events", "q", "--task", sub.TaskID), 0,
+		`(?m)^\S+ +\S+ TaskProgress +`+sub.TaskID+` 1 \{"step":"greeting"\}$`, `^$`)
 
 	// The Queue reports its handler reachable.
 	var q dtqv1alpha1.Queue

@@ -2,7 +2,8 @@
 // each task to it on localhost (docs/http-handlers.md has the contract).
 //
 // Task types:
-//   greet    {"name": "Ada"} -> {"greeting": "hello, Ada"}
+//   greet    {"name": "Ada"} -> {"greeting": "hello, Ada"}, after reporting
+//            the progress {"step": "greeting"} (a TaskProgress event)
 //   receipt  {"order": "42"} -> sends a receipt once per order, however often
 //            the task is redelivered (the sidecar's idempotent operation)
 // Any type also honours "reject": "msg" (answer 400, dead letter) and
@@ -25,6 +26,16 @@ async function sidecar(token, method, path, body) {
   if (!res.ok) throw new Error(`sidecar ${path}: HTTP ${res.status}`);
   const text = await res.text();
   return text ? JSON.parse(text) : null;
+}
+
+// progress reports a task's progress (JSON, at most 1 KiB): the task's events
+// show it. Best effort: a report that fails must not fail the task.
+async function progress(token, taskID, value) {
+  try {
+    await sidecar(token, 'POST', `/v1/tasks/${encodeURIComponent(taskID)}/progress`, value);
+  } catch {
+    // the sidecar restarting, or the task given up: the answer says the rest
+  }
 }
 
 // idempotentOperation runs fn at most once per key among successful runs
@@ -64,6 +75,7 @@ async function handle(req, res, payload) {
   const result = { task: taskID, attempt, idempotency_key: req.headers['idempotency-key'] || '' };
   const type = req.headers['dtq-task-type'];
   if (type === 'greet') {
+    await progress(token, taskID, { step: 'greeting' });
     result.greeting = `hello, ${payload.name || 'world'}`;
   } else if (type === 'receipt') {
     const order = String(payload.order || '');

@@ -3,7 +3,8 @@
 # POSTs each task to it on localhost (docs/http-handlers.md has the contract).
 #
 # Task types:
-#   greet    {"name": "Ada"} -> {"greeting": "hello, Ada"}
+#   greet    {"name": "Ada"} -> {"greeting": "hello, Ada"}, after reporting
+#            the progress {"step": "greeting"} (a TaskProgress event)
 #   receipt  {"order": "42"} -> sends a receipt once per order, however often
 #            the task is redelivered: the sidecar's idempotent operation
 #            guards the side effect.
@@ -51,7 +52,13 @@ class Sidecar:
             return json.loads(raw) if raw else None
 
     def progress(self, task_id, value):
-        self.call("POST", "/v1/tasks/%s/progress" % task_id, value)
+        """Reports progress (JSON, at most 1 KiB): the task's events show it.
+        Best effort: a report that fails (the sidecar restarting, the task
+        given up) must not fail the task."""
+        try:
+            self.call("POST", "/v1/tasks/%s/progress" % task_id, value)
+        except (OSError, ValueError):
+            pass
 
     def cancelled(self, task_id):
         return self.call("GET", "/v1/tasks/%s" % task_id)["cancelled"]
@@ -135,6 +142,7 @@ class Handler(BaseHTTPRequestHandler):
                   "idempotency_key": self.headers.get("Idempotency-Key", "")}
         task_type = self.headers.get("Dtq-Task-Type", "")
         if task_type == "greet":
+            sidecar.progress(task_id, {"step": "greeting"})
             result["greeting"] = "hello, %s" % payload.get("name", "world")
         elif task_type == "receipt":
             order = str(payload.get("order", ""))

@@ -334,15 +334,17 @@ async function taskPage(view, [queue, id]) {
       field('created', when(t.created_at)), field('available', when(t.available_at)),
       field('started', when(x.started_at)), field('finished', when(x.finished_at)),
       field('duration', x.duration_ms !== undefined ? x.duration_ms + ' ms' : ''), field('worker', x.worker_id || ''),
-      field('error', x.error_message ? (x.error_class ? x.error_class + ': ' : '') + x.error_message : '')),
+      field('error', x.error_message ? (x.error_class ? x.error_class + ': ' : '') + x.error_message : ''),
+      field('progress', x.progress !== undefined ? JSON.stringify(x.progress) + ' (' + when(x.progress_at) + ')' : '')),
     actions,
     h('h2', {}, 'Payload'), h('pre', { id: 'payload' }, t.payload !== undefined ? json(t.payload) : 'not kept (the API drops it once a task succeeded, was cancelled or expired)'),
     h('h2', {}, 'Result'), h('pre', { id: 'result' }, t.result !== undefined ? json(t.result) + (t.result_truncated ? '\n(truncated)' : '') : 'none'),
     h('h2', {}, 'Event timeline ', state),
     h('p', { class: 'note' }, 'From the oldest event the queue\'s stream keeps (about 10,000 per queue); new events appear live.'),
-    table(['Time', 'Event', 'Attempt'], [timeline]));
+    table(['Time', 'Event', 'Attempt', 'Progress'], [timeline]));
   onLeave(stream(queuePath(queue) + '/events?since=0&task_id=' + enc(id), ev => {
-    timeline.append(h('tr', { 'data-type': ev.type }, h('td', {}, when(ev.ts)), h('td', {}, ev.type), h('td', { class: 'num' }, ev.attempt || '')));
+    timeline.append(h('tr', { 'data-type': ev.type }, h('td', {}, when(ev.ts)), h('td', {}, ev.type), h('td', { class: 'num' }, ev.attempt || ''),
+      h('td', {}, ev.progress !== undefined ? JSON.stringify(ev.progress) : '')));
   }, (s, msg) => { state.textContent = msg ? '(' + s + ': ' + msg + ')' : '(' + s + ')'; }));
 }
 

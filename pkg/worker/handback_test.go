@@ -1,0 +1,166 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/worker"
+	"github.com/dtq-dev/dtq/pkg/worker/workertest"
+)
+
+// longVisibility is far longer than any of these tests: a task they see run
+// again was handed back, not reclaimed after the visibility timeout.
+const longVisibility = 10 * time.Minute
+
+// readableNow reads the queue as another worker would: the task must be
+// there at once and start with attempt want.
+func readableNow(t *testing.T, rdb *redis.Client, q broker.QueueRef, id string, want int) {
+	t.Helper()
+	ss, err := broker.New(rdb).ReadStart(context.Background(), q, "peer", "peer", 1, 0)
+	if err != nil || len(ss) != 1 || !ss[0].Run || ss[0].TaskID != id || ss[0].Task.Attempt != want {
+		t.Fatalf("another worker reads %+v (%v); want task %s to run as attempt %d", ss, err, id, want)
+	}
+}
+
+// Past the drain budget, an interrupted handler's task is handed back at
+// once, its attempt counted (the handler ran): another worker reads it as
+// attempt 2 right away, long before the visibility timeout.
+func TestDrainHandsBackInterruptedWork(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	started := make(chan int, 4)
+	mux := worker.NewMux()
+	mux.HandleFunc("long", func(ctx context.Context, t *worker.Task) (any, error) {
+		started <- t.Attempt
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	o := workertest.Options{VisibilityTimeout: longVisibility, HeartbeatInterval: 200 * time.Millisecond, DrainTimeout: 300 * time.Millisecond}
+	a := workertest.StartServer(t, rdb, mux, o)
+	id := a.Submit("long", nil, workertest.SubmitOptions{})
+	if at := <-started; at != 1 {
+		t.Fatalf("first attempt %d", at)
+	}
+	a.Stop()
+	if st := a.Get(id); st.State != "Queued" || st.Attempt != 2 {
+		t.Fatalf("after the interrupted drain: %s attempt %d, want Queued attempt 2 (handed back, counted)", st.State, st.Attempt)
+	}
+	readableNow(t, rdb, qref(a), id, 2)
+}
+
+// A handler that has not begun its task when the drain starts hands it back
+// with ErrHandBack: the attempt is not counted. Outside a drain the same
+// error is a retryable failure.
+func TestHandBackWhileDrainingIsUncounted(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	started := make(chan int, 4)
+	proceed := make(chan struct{})
+	mux := worker.NewMux()
+	mux.HandleFunc("wait", func(ctx context.Context, t *worker.Task) (any, error) {
+		started <- t.Attempt
+		<-proceed
+		return nil, worker.ErrHandBack
+	})
+	o := workertest.Options{VisibilityTimeout: longVisibility, HeartbeatInterval: 200 * time.Millisecond, DrainTimeout: 10 * time.Second}
+	a := workertest.StartServer(t, rdb, mux, o)
+
+	// Not draining: a retryable failure, attempt counted.
+	first := a.Submit("wait", nil, workertest.SubmitOptions{MaxAttempts: 1})
+	<-started
+	proceed <- struct{}{}
+	if st := a.Wait(first, waitFor); st.State != "DeadLettered" || st.Attempt != 1 || st.ErrorClass != worker.ClassRetryable {
+		t.Fatalf("hand-back outside a drain: %s attempt %d class %s, want DeadLettered after its one attempt, class Retryable", st.State, st.Attempt, st.ErrorClass)
+	}
+
+	id := a.Submit("wait", nil, workertest.SubmitOptions{})
+	<-started
+	stopped := make(chan struct{})
+	go func() { a.Stop(); close(stopped) }()
+	for a.Server().Status() != worker.StatusDraining {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(proceed)
+	<-stopped
+	if st := a.Get(id); st.State != "Queued" || st.Attempt != 1 {
+		t.Fatalf("handed back while draining: %s attempt %d, want Queued attempt 1 (not counted)", st.State, st.Attempt)
+	}
+	readableNow(t, rdb, qref(a), id, 1)
+}
+
+// Progress reports are written at once, then coalesced to one write a second
+// carrying the latest value; they show on the task and in its events.
+func TestReportProgress(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	var q broker.QueueRef
+	b := broker.New(rdb)
+	mux := worker.NewMux()
+	mux.HandleFunc("report", func(ctx context.Context, t *worker.Task) (any, error) {
+		if err := t.ReportProgress(ctx, map[string]int{"done": 0}); err != nil {
+			return nil, err
+		}
+		// A tight loop: all but the first coalesce into one write.
+		for i := 1; i <= 100; i++ {
+			if err := t.ReportProgress(ctx, map[string]int{"done": i}); err != nil {
+				return nil, err
+			}
+		}
+		if err := t.ReportProgress(ctx, make(chan int)); err == nil {
+			return nil, errors.New("a value that is not JSON was accepted")
+		}
+		for {
+			ti, err := b.GetTask(ctx, q, t.ID)
+			if err != nil {
+				return nil, err
+			}
+			if string(ti.Progress) == `{"done":100}` {
+				return "ok", nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	a := workertest.StartServer(t, rdb, mux, workertest.Options{})
+	q = qref(a)
+	id := a.Submit("report", nil, workertest.SubmitOptions{Timeout: waitFor})
+	if st := a.Wait(id, waitFor); st.State != "Succeeded" {
+		t.Fatalf("task %s: %s", st.State, st.LastError)
+	}
+	evs, err := b.ReadEvents(context.Background(), q, "0", 1000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs {
+		if ev.TaskID == id && ev.Type == broker.EventProgress {
+			got = append(got, string(ev.Progress))
+		}
+	}
+	// The first report and the coalesced latest one (a third only if one
+	// write took over a second on a loaded machine), never 101.
+	if len(got) < 2 || len(got) > 3 || got[0] != `{"done":0}` || got[len(got)-1] != `{"done":100}` {
+		t.Fatalf("TaskProgress events %q, want {\"done\":0} then {\"done\":100}", got)
+	}
+}
