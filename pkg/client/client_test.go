@@ -237,6 +237,17 @@ func TestListPages(t *testing.T) {
 	if err != nil || page.Count != 1 || page.Tasks[0].TaskID != want[3] {
 		t.Fatalf("cancelled tasks: %+v %v", page, err)
 	}
+	keyed, err := q.Submit(ctx, "send", nil, client.IdempotencyKey("listed-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err = q.List(ctx, client.ListOptions{IdempotencyKey: "listed-key"})
+	if err != nil || page.Count != 1 || page.Tasks[0].TaskID != keyed.TaskID {
+		t.Fatalf("tasks of key listed-key: %+v %v, want %s alone", page, err, keyed.TaskID)
+	}
+	if page, err = q.List(ctx, client.ListOptions{IdempotencyKey: "no-such-key"}); err != nil || page.Count != 0 {
+		t.Fatalf("tasks of an unknown key: %+v %v, want none", page, err)
+	}
 	_, err = q.List(ctx, client.ListOptions{Status: "Sleeping"})
 	wantError(t, err, client.ErrInvalidRequest, http.StatusBadRequest)
 	_, err = q.List(ctx, client.ListOptions{Continue: "garbage!"})

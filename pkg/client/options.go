@@ -100,6 +100,9 @@ type ListOptions struct {
 	Limit int
 	// Continue is the previous page's Continue; "" for the first page.
 	Continue string
+	// IdempotencyKey lists only the task the key maps to (none when the
+	// key maps to none); Status, Limit and Continue then do not apply.
+	IdempotencyKey string
 }
 
 // EventsOptions selects a queue's events.

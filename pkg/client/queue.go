@@ -138,6 +138,9 @@ func (q *Queue) List(ctx context.Context, opts ListOptions) (*TaskList, error) {
 	if opts.Continue != "" {
 		v.Set("continue", opts.Continue)
 	}
+	if opts.IdempotencyKey != "" {
+		v.Set("idempotency_key", opts.IdempotencyKey)
+	}
 	var out TaskList
 	if err := q.c.do(ctx, http.MethodGet, q.path+"/tasks?"+v.Encode(), nil, nil, &out); err != nil {
 		return nil, err
