@@ -254,6 +254,62 @@ func TestListPages(t *testing.T) {
 	wantError(t, err, client.ErrInvalidRequest, http.StatusBadRequest)
 }
 
+// Dead letters page past any page size, and RequeueAll runs every one
+// again (each dead-letters again: "fail" fails for good), fenced at the
+// newest entry when it started.
+func TestDeadLetterPagesAndRequeueAll(t *testing.T) {
+	ctx := t.Context()
+	q := newClient(t).Queue("shop", "emails")
+	if _, err := q.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for range 5 {
+		tk, err := q.Submit(ctx, "fail", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk, err = q.Wait(ctx, tk.TaskID); err != nil || tk.Status != client.StatusDeadLettered {
+			t.Fatalf("fail task: %+v %v", tk, err)
+		}
+		want = append([]string{tk.TaskID}, want...)
+	}
+	var got []string
+	opts := client.DeadLetterListOptions{Limit: 2}
+	for {
+		page, err := q.ListDeadLetters(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page.Entries {
+			got = append(got, d.TaskID)
+		}
+		if opts.Continue = page.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("dead letters by pages of 2: %v, want %v", got, want)
+	}
+	_, err := q.ListDeadLetters(ctx, client.DeadLetterListOptions{Continue: "garbage"})
+	wantError(t, err, client.ErrInvalidRequest, http.StatusBadRequest)
+
+	res, err := q.RequeueAll(ctx, "")
+	if err != nil || res.Requeued != 5 || res.Skipped != 0 || res.Through == "" {
+		t.Fatalf("requeue all: %+v %v, want 5 requeued", res, err)
+	}
+	for _, id := range want {
+		tk, err := q.Wait(ctx, id)
+		if err != nil || tk.Status != client.StatusDeadLettered || tk.PreviousAttempts != 1 {
+			t.Fatalf("requeued task %s: %+v %v, want DeadLettered again after its second run", id, tk, err)
+		}
+	}
+	// The first requeue's fence excludes the new entries.
+	if res, err := q.RequeueAll(ctx, res.Through); err != nil || res.Requeued != 0 {
+		t.Fatalf("requeue through the old fence: %+v %v, want nothing requeued", res, err)
+	}
+}
+
 func TestQueueAdministration(t *testing.T) {
 	ctx := t.Context()
 	c := newClient(t)

@@ -105,6 +105,17 @@ type ListOptions struct {
 	IdempotencyKey string
 }
 
+// MaxPageSize is the largest Limit of ListOptions and DeadLetterListOptions.
+const MaxPageSize = 500
+
+// DeadLetterListOptions selects a page of dead-letter entries.
+type DeadLetterListOptions struct {
+	// Limit is the page size, 1..500; 0 means 50.
+	Limit int
+	// Continue is the previous page's Continue; "" for the first page.
+	Continue string
+}
+
 // EventsOptions selects a queue's events.
 type EventsOptions struct {
 	// Since is where to start: "" for now, "0" for the oldest event the

@@ -253,6 +253,20 @@ type DeadLetter struct {
 type DeadLetterList struct {
 	Entries []DeadLetter `json:"entries"`
 	Count   int          `json:"count"`
+	// Continue, when set, asks for the next (older) page: pass it as
+	// DeadLetterListOptions.Continue (the API's ?continue=).
+	Continue string `json:"continue,omitempty"`
+}
+
+// RequeueAllResponse answers a requeue of every dead letter.
+type RequeueAllResponse struct {
+	// Requeued tasks run again; Skipped entries' tasks were no longer
+	// DeadLettered (requeued, or gone, by someone else meanwhile).
+	Requeued int64 `json:"requeued"`
+	Skipped  int64 `json:"skipped"`
+	// Through is the newest entry ID the requeue considered (the fence):
+	// entries after it were left alone. "" when there were none.
+	Through string `json:"through,omitempty"`
 }
 
 // PurgeResponse answers a dead-letter purge.
