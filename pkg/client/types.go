@@ -41,6 +41,15 @@ const (
 	StatusExpired      TaskStatus = "Expired"
 )
 
+// TaskStatuses lists every TaskStatus in lifecycle order: the one list of a
+// task's states. The engine's states, the Task resource's, the CLI's
+// --state, the API's ?status= and its OpenAPI enum, and the console use
+// these values (internal/apiconv's TestOneListOfTaskStates checks the
+// copies that cannot import it: the CRD enum marker, openapi.yaml and the
+// console's script).
+var TaskStatuses = []TaskStatus{StatusPending, StatusQueued, StatusRunning, StatusRetrying,
+	StatusSucceeded, StatusFailed, StatusDeadLettered, StatusCancelled, StatusExpired}
+
 // Terminal reports whether the task can no longer change (a dead-lettered
 // task can only be requeued by an operator).
 func (s TaskStatus) Terminal() bool {
