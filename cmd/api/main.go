@@ -55,6 +55,7 @@ type flags struct {
 	noAuth                            bool
 	auth                              httpapi.AuthOptions
 	keepAlive                         time.Duration
+	eventsQueues                      int
 	maxBody, maxBatchBody             int64
 	qps                               float64
 	burst                             int
@@ -75,6 +76,8 @@ func main() {
 	flag.DurationVar(&f.auth.AllowTTL, "authz-allow-cache-ttl", def.AllowTTL, "How long an allowed SubjectAccessReview answer is cached.")
 	flag.DurationVar(&f.auth.DenyTTL, "authz-deny-cache-ttl", def.DenyTTL, "How long a denied SubjectAccessReview answer is cached.")
 	flag.DurationVar(&f.keepAlive, "events-keepalive", 15*time.Second, "Interval of the events streams' keep-alive comments.")
+	flag.IntVar(&f.eventsQueues, "events-max-queues", 512,
+		"Queues whose events streams this replica follows at once without waiting: the events Redis client's pool (each watched queue holds one connection for its blocking read).")
 	flag.Int64Var(&f.maxBody, "max-body-bytes", 2<<20, "Largest submission body.")
 	flag.Int64Var(&f.maxBatchBody, "max-batch-body-bytes", 16<<20, "Largest batch body.")
 	flag.Float64Var(&f.qps, "kube-api-qps", 50, "Queries per second to the Kubernetes API server (TokenReviews, SubjectAccessReviews, Queue patches).")
@@ -118,7 +121,7 @@ func run(f flags, log *slog.Logger) error {
 	defer rdb.Close()
 	// The events streams' blocking reads get a client of their own, so
 	// watchers never hold the connections requests need.
-	events, err := conn.Client()
+	events, err := httpapi.EventsRedis(conn, f.eventsQueues)
 	if err != nil {
 		return err
 	}

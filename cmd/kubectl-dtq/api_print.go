@@ -74,20 +74,25 @@ func (v apiView) print(c *cli, output, none string) error {
 			_, err := fmt.Fprintln(c.streams.ErrOut, none)
 			return err
 		}
-		t := &metav1.Table{}
-		for _, col := range v.columns {
-			def := metav1.TableColumnDefinition{Name: col.name, Type: "string"}
-			if col.wide {
-				def.Priority = 1
-			}
-			t.ColumnDefinitions = append(t.ColumnDefinitions, def)
-		}
-		for _, r := range v.rows {
-			t.Rows = append(t.Rows, metav1.TableRow{Cells: r})
-		}
-		return printTable(w, t, output == "wide", false)
+		return printTable(w, v.table(), output == "wide", false)
 	}
 	return fmt.Errorf("-o %q: the HTTP API's documents print as wide, json, yaml or name", output)
+}
+
+// table is the view's table (its wide columns of priority 1).
+func (v apiView) table() *metav1.Table {
+	t := &metav1.Table{}
+	for _, col := range v.columns {
+		def := metav1.TableColumnDefinition{Name: col.name, Type: "string"}
+		if col.wide {
+			def.Priority = 1
+		}
+		t.ColumnDefinitions = append(t.ColumnDefinitions, def)
+	}
+	for _, r := range v.rows {
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: r})
+	}
+	return t
 }
 
 // age prints how long ago t was, as kubectl's AGE column; "<none>" for zero.

@@ -18,6 +18,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,13 +32,13 @@ import (
 func newDLQCommand(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
-		Short: "Dead letters of a queue (through the HTTP API): list, show, requeue, discard, purge",
+		Short: "Dead letters of a queue (through the HTTP API): list, show, requeue, requeue-all, discard, purge",
 		Long: `dlq works on a queue's dead-letter entries through the dtq HTTP API (see
 --api-url): a task that used up its attempts (or failed with a permanent error)
 ends DeadLettered with an entry here.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newDLQListCommand(c), newDLQShowCommand(c), newDLQRequeueCommand(c), newDLQDiscardCommand(c), newDLQPurgeCommand(c))
+	cmd.AddCommand(newDLQListCommand(c), newDLQShowCommand(c), newDLQRequeueCommand(c), newDLQRequeueAllCommand(c), newDLQDiscardCommand(c), newDLQPurgeCommand(c))
 	return cmd
 }
 
@@ -55,16 +56,31 @@ func newDLQListCommand(c *cli) *cobra.Command {
 		Use:   "list QUEUE",
 		Short: "List a queue's dead-letter entries, newest first",
 		Example: `  kubectl dtq dlq list emails
-  kubectl dtq dlq list emails -o name | xargs kubectl dtq dlq requeue emails`,
+  kubectl dtq dlq list emails --limit 0 -o name | xargs kubectl dtq dlq requeue emails`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 0 {
+				return errors.New("--limit must be 0 (all) or more")
+			}
 			q, err := c.apiQueue(args[0])
 			if err != nil {
 				return err
 			}
-			entries, err := q.DeadLetters(cmd.Context(), limit)
-			if err != nil {
-				return err
+			var entries []client.DeadLetter
+			opts := client.DeadLetterListOptions{}
+			for {
+				opts.Limit = client.MaxPageSize
+				if limit > 0 {
+					opts.Limit = min(limit-len(entries), client.MaxPageSize)
+				}
+				page, err := q.ListDeadLetters(cmd.Context(), opts)
+				if err != nil {
+					return err
+				}
+				entries = append(entries, page.Entries...)
+				if opts.Continue = page.Continue; opts.Continue == "" || limit > 0 && len(entries) >= limit {
+					break
+				}
 			}
 			v := apiView{doc: client.DeadLetterList{Entries: entries, Count: len(entries)}, columns: deadLetterColumns}
 			for _, d := range entries {
@@ -74,7 +90,7 @@ func newDLQListCommand(c *cli) *cobra.Command {
 			return v.print(c, output, "No dead letters in queue "+args[0]+".")
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 0, "At most this many entries, 1..500 (default 50).")
+	cmd.Flags().IntVar(&limit, "limit", 50, "At most this many entries, newest first; 0 for all (read 500 at a time).")
 	cmd.Flags().StringVarP(&output, "output", "o", "", apiOutputHelp)
 	return cmd
 }
@@ -156,6 +172,47 @@ kubectl dtq retry.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json, yaml or name (default: TASK_ID requeued).")
+	return cmd
+}
+
+func newDLQRequeueAllCommand(c *cli) *cobra.Command {
+	var yes bool
+	var through string
+	cmd := &cobra.Command{
+		Use:   "requeue-all QUEUE",
+		Short: "Run every dead-lettered task of a queue again (asks first, or --yes)",
+		Long: `requeue-all requeues, as requeue does, the task of every dead-letter entry up to
+--through (an entry ID, as dlq list -o wide shows; default: the newest entry when it
+starts), oldest first. Entries added meanwhile are left alone, and a task that
+someone else requeued or discarded meanwhile is skipped, never run twice. If it is
+cut short, run it again with the --through it printed: it requeues the rest.`,
+		Example: `  kubectl dtq dlq requeue-all emails
+  kubectl dtq dlq requeue-all emails --yes --through 1796027753738-0`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := c.apiQueue(args[0])
+			if err != nil {
+				return err
+			}
+			if !yes {
+				st, err := q.Stats(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if err := c.confirm(fmt.Sprintf("Requeue the %d dead-lettered tasks of queue %s/%s?", st.DeadLettered, st.Namespace, st.Queue)); err != nil {
+					return err
+				}
+			}
+			res, err := q.RequeueAll(cmd.Context(), through)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(c.streams.Out, "%d requeued, %d skipped (entries through %s)\n", res.Requeued, res.Skipped, cmp.Or(res.Through, "none"))
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Do not ask.")
+	cmd.Flags().StringVar(&through, "through", "", "Requeue the entries up to this entry ID only (default: the newest when it starts).")
 	return cmd
 }
 

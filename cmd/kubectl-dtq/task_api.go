@@ -18,9 +18,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
+
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/yaml"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/pkg/client"
@@ -93,24 +99,118 @@ func (f *listFlags) listViaAPI(ctx context.Context, c *cli) error {
 			queues = append(queues, q.Queue)
 		}
 	}
-	var tasks []client.Task
+	pp := &pagePrinter{c: c, output: f.output}
+	if err := pp.check(); err != nil {
+		return err
+	}
+	n := 0
 	for _, name := range queues {
-		q, n, cont := api.Queue(ns, name), 0, ""
+		q, cont := api.Queue(ns, name), ""
 		for {
-			page, err := q.List(ctx, client.ListOptions{Status: client.TaskStatus(f.state), Limit: 500, Continue: cont})
+			page, err := q.List(ctx, client.ListOptions{Status: client.TaskStatus(f.state), Limit: client.MaxPageSize, Continue: cont})
 			if err != nil {
 				return err
 			}
-			for _, t := range page.Tasks {
-				if f.limit == 0 || n < f.limit {
-					tasks = append(tasks, t)
-					n++
-				}
+			tasks := page.Tasks
+			if f.limit > 0 {
+				tasks = tasks[:min(len(tasks), f.limit-n)]
+			}
+			n += len(tasks)
+			if err := pp.page(tasks); err != nil {
+				return err
 			}
 			if cont = page.Continue; cont == "" || f.limit > 0 && n >= f.limit {
 				break
 			}
 		}
 	}
-	return apiTaskView(client.TaskList{Tasks: tasks, Count: len(tasks)}, tasks).print(c, f.output, "No tasks found in namespace "+ns+".")
+	return pp.end("No tasks found in namespace " + ns + ".")
+}
+
+// pagePrinter prints the tasks of list --via-api a page at a time, each
+// page printed and dropped before the next is read, so the CLI holds one
+// page (500 tasks) however many there are. -o json and yaml write one
+// TaskList document; the table repeats no header.
+type pagePrinter struct {
+	c      *cli
+	output string
+	n      int
+}
+
+func (p *pagePrinter) check() error {
+	switch p.output {
+	case "", "wide", "name", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("-o %q: the HTTP API's documents print as wide, json, yaml or name", p.output)
+}
+
+func (p *pagePrinter) page(tasks []client.Task) error {
+	w := p.c.streams.Out
+	defer func() { p.n += len(tasks) }()
+	switch p.output {
+	case "json":
+		for i, t := range tasks {
+			b, err := json.MarshalIndent(t, "        ", "    ")
+			if err != nil {
+				return err
+			}
+			sep := ",\n"
+			if p.n+i == 0 {
+				sep = "{\n    \"tasks\": [\n"
+			}
+			if _, err := fmt.Fprintf(w, "%s        %s", sep, b); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "yaml":
+		for i, t := range tasks {
+			b, err := yaml.Marshal(t)
+			if err != nil {
+				return err
+			}
+			if p.n+i == 0 {
+				if _, err := io.WriteString(w, "tasks:\n"); err != nil {
+					return err
+				}
+			}
+			item := "- " + strings.ReplaceAll(strings.TrimSuffix(string(b), "\n"), "\n", "\n  ") + "\n"
+			if _, err := io.WriteString(w, item); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "name":
+		for _, t := range tasks {
+			if _, err := fmt.Fprintln(w, t.TaskID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	t := apiTaskView(nil, tasks).table()
+	return printers.NewTablePrinter(printers.PrintOptions{Wide: p.output == "wide", NoHeaders: p.n > 0}).PrintObj(t, w)
+}
+
+// end closes the document (json, yaml) or says none were found (table).
+func (p *pagePrinter) end(none string) error {
+	w := p.c.streams.Out
+	var err error
+	switch {
+	case p.output == "json" && p.n == 0:
+		_, err = fmt.Fprintf(w, "{\n    \"tasks\": [],\n    \"count\": 0\n}\n")
+	case p.output == "json":
+		_, err = fmt.Fprintf(w, "\n    ],\n    \"count\": %d\n}\n", p.n)
+	case p.output == "yaml" && p.n == 0:
+		_, err = io.WriteString(w, "count: 0\ntasks: []\n")
+	case p.output == "yaml":
+		_, err = fmt.Fprintf(w, "count: %d\n", p.n)
+	case (p.output == "" || p.output == "wide") && p.n == 0:
+		_, err = fmt.Fprintln(p.c.streams.ErrOut, none)
+	}
+	return err
 }

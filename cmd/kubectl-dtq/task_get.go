@@ -31,12 +31,17 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/pkg/client"
 )
 
-var taskStates = []dtqv1alpha1.TaskState{
-	dtqv1alpha1.TaskPending, dtqv1alpha1.TaskQueued, dtqv1alpha1.TaskRunning, dtqv1alpha1.TaskRetrying,
-	dtqv1alpha1.TaskSucceeded, dtqv1alpha1.TaskFailed, dtqv1alpha1.TaskDeadLettered, dtqv1alpha1.TaskCancelled, dtqv1alpha1.TaskExpired,
-}
+// taskStates are the values of --state: client.TaskStatuses, the one list.
+var taskStates = func() []dtqv1alpha1.TaskState {
+	out := make([]dtqv1alpha1.TaskState, len(client.TaskStatuses))
+	for i, s := range client.TaskStatuses {
+		out[i] = dtqv1alpha1.TaskState(s)
+	}
+	return out
+}()
 
 const outputHelp = "Output format: wide, json, yaml, name, jsonpath=TEMPLATE or go-template=TEMPLATE (default: a table)."
 

@@ -93,7 +93,10 @@ func runUI(ctx context.Context, c *cli, f uiFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	proxy, err := newUIProxy(apiURL, creds)
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	proxy, err := newUIProxy(apiURL, creds, base)
 	if err != nil {
 		return err
 	}
@@ -124,13 +127,16 @@ func runUI(ctx context.Context, c *cli, f uiFlags, out io.Writer) error {
 }
 
 // uiProxy forwards requests to the API; those whose bearer token is the
-// session secret go out with the kubeconfig's credentials instead.
+// session secret go out with the kubeconfig's credentials instead. Both
+// trust the API's certificate as --api-ca-file and --api-tls-server-name say.
 type uiProxy struct {
 	secret string
 	proxy  *httputil.ReverseProxy
 }
 
-func newUIProxy(apiURL string, creds http.RoundTripper) (*uiProxy, error) {
+// newUIProxy returns the proxy to apiURL: creds sends the requests that carry
+// the session secret, plain every other.
+func newUIProxy(apiURL string, creds, plain http.RoundTripper) (*uiProxy, error) {
 	target, err := url.Parse(apiURL)
 	if err != nil || target.Scheme == "" || target.Host == "" {
 		return nil, fmt.Errorf("API URL %q must be absolute (http[s]://host[:port])", apiURL)
@@ -150,7 +156,7 @@ func newUIProxy(apiURL string, creds http.RoundTripper) (*uiProxy, error) {
 				r.Header.Del("Authorization") // the kubeconfig's token goes in its place
 				return creds.RoundTrip(r)
 			}
-			return http.DefaultTransport.RoundTrip(r)
+			return plain.RoundTrip(r)
 		}),
 		// Events streams are flushed as they come (text/event-stream is
 		// flushed at once anyway).

@@ -18,6 +18,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,7 +34,7 @@ import (
 // comes.
 func TestUIProxy(t *testing.T) {
 	seen := make(chan string, 10)
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen <- r.URL.Path + " " + r.Header.Get("Authorization")
 		if strings.HasSuffix(r.URL.Path, "/events") {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -56,11 +57,22 @@ current-context: x
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	creds, err := client.KubeconfigTransport(kubeconfig, nil)
+	// The API serves TLS with a certificate of its own CA: the proxy trusts
+	// it as --api-ca-file says, for requests with the session secret and
+	// without.
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := (&cli{api: apiFlags{caFile: caFile}}).apiTransport()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := newUIProxy(api.URL, creds)
+	creds, err := client.KubeconfigTransport(kubeconfig, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newUIProxy(api.URL, creds, plain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +96,11 @@ current-context: x
 		{"", "/q "},
 		{"Bearer someone-elses", "/q Bearer someone-elses"},
 	} {
-		_ = get("/q", c.auth).Body.Close()
+		resp := get("/q", c.auth)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("sent with %q: %s through the proxy", c.auth, resp.Status)
+		}
 		if got := <-seen; got != c.want {
 			t.Errorf("sent with %q: the API saw %q, want %q", c.auth, got, c.want)
 		}
@@ -102,7 +118,7 @@ current-context: x
 }
 
 func TestUIProxyNeedsAnAbsoluteURL(t *testing.T) {
-	if _, err := newUIProxy("127.0.0.1:8080", http.DefaultTransport); err == nil {
+	if _, err := newUIProxy("127.0.0.1:8080", http.DefaultTransport, http.DefaultTransport); err == nil {
 		t.Error("a URL without a scheme was accepted")
 	}
 }

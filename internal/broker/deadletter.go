@@ -28,10 +28,21 @@ import (
 
 // DeadLetters lists up to limit dead-letter entries, newest first.
 func (b *Broker) DeadLetters(ctx context.Context, q QueueRef, limit int) ([]DeadLetter, error) {
+	return b.DeadLettersBefore(ctx, q, "", limit)
+}
+
+// DeadLettersBefore lists up to limit dead-letter entries older than the
+// entry ID before ("" for the newest), newest first: a page after the one
+// that ended with entry before.
+func (b *Broker) DeadLettersBefore(ctx context.Context, q QueueRef, before string, limit int) ([]DeadLetter, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	msgs, err := b.rdb.XRevRangeN(ctx, keysFor(q).deadLetter(), "+", "-", int64(limit)).Result()
+	end := "+"
+	if before != "" {
+		end = "(" + before
+	}
+	msgs, err := b.rdb.XRevRangeN(ctx, keysFor(q).deadLetter(), end, "-", int64(limit)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("broker: list dead letters of %s: %w", q, err)
 	}
@@ -119,6 +130,64 @@ func (b *Broker) requeue(ctx context.Context, q QueueRef, id, token string) (Tas
 	}
 	return taskFromHash(q, hashMap(v[1])), nil
 }
+
+// RequeueAllResult is what RequeueDeadLetters did.
+type RequeueAllResult struct {
+	Requeued int64  // tasks put back on the queue
+	Skipped  int64  // entries whose task was no longer DeadLettered (or gone)
+	Through  string // the newest entry ID considered ("" when there was none)
+}
+
+// RequeueDeadLetters requeues, as Requeue does, the task of every
+// dead-letter entry up to the entry ID through ("" for the newest entry at
+// the start), oldest first. The fence makes it safe beside other clients:
+// tasks dead-lettered meanwhile (or again, after this requeue) have newer
+// entries and are left alone, and each task is requeued by one script that
+// checks it is still DeadLettered, so an entry requeued, discarded or purged
+// by someone else at the same time is skipped, never run twice. Stopped
+// midway (an error, a deadline), a second call with the same through
+// requeues the rest.
+func (b *Broker) RequeueDeadLetters(ctx context.Context, q QueueRef, through string) (RequeueAllResult, error) {
+	k := keysFor(q)
+	var res RequeueAllResult
+	if through == "" {
+		last, err := b.rdb.XRevRangeN(ctx, k.deadLetter(), "+", "-", 1).Result()
+		if err != nil {
+			return res, fmt.Errorf("broker: requeue dead letters of %s: %w", q, err)
+		}
+		if len(last) == 0 {
+			return res, nil
+		}
+		through = last[0].ID
+	}
+	res.Through = through
+	start := "-"
+	for {
+		msgs, err := b.rdb.XRangeN(ctx, k.deadLetter(), start, through, requeueAllPage).Result()
+		if err != nil {
+			return res, fmt.Errorf("broker: requeue dead letters of %s: %w", q, err)
+		}
+		if len(msgs) == 0 {
+			return res, nil
+		}
+		for _, m := range msgs {
+			id, _ := m.Values["task"].(string)
+			_, err := b.requeue(ctx, q, id, "")
+			switch c := CodeOf(err); {
+			case err == nil:
+				res.Requeued++
+			case c == CodeTaskConflict || c == CodeTaskNotFound:
+				res.Skipped++
+			default:
+				return res, err
+			}
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+// requeueAllPage is how many dead-letter entries RequeueDeadLetters reads at a time.
+const requeueAllPage = 100
 
 // Discard removes a task's dead-letter entry; the task stays DeadLettered.
 func (b *Broker) Discard(ctx context.Context, q QueueRef, id string) error {

@@ -50,6 +50,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dtq-dev/dtq/internal/wait"
 )
 
 // QueueLabel marks the worker Deployments the stand-in runs.
@@ -58,7 +60,6 @@ const QueueLabel = "dtq.dev/queue"
 const (
 	syncPeriod     = 500 * time.Millisecond
 	probePeriod    = 250 * time.Millisecond
-	maxBackoff     = 10 * time.Second
 	stableRun      = 10 * time.Second
 	defaultGrace   = 30 * time.Second
 	metricsAddrEnv = "DTQ_METRICS_ADDR"
@@ -373,7 +374,8 @@ func (k *kubelet) runContainer(p *pod, name string, stop <-chan struct{}, grace 
 		logName += "_" + name
 	}
 	logPath := filepath.Join(k.logDir, fmt.Sprintf("worker_%s_%s.log", p.deploy.Namespace, logName))
-	backoff := time.Second
+	bo := wait.Backoff{Initial: time.Second, Max: 10 * time.Second, Jitter: 0.1}
+	backoff := bo.Next()
 	for {
 		started := time.Now()
 		proc, probeURL, err := start(logPath)
@@ -390,14 +392,15 @@ func (k *kubelet) runContainer(p *pod, name string, stop <-chan struct{}, grace 
 			k.log.Warn("Worker pod container cannot start; retrying", "pod", p.name, "container", name, "error", err, "backoff", backoff.String())
 		}
 		if time.Since(started) > stableRun {
-			backoff = time.Second
+			bo.Reset()
+			backoff = bo.Next()
 		}
 		select {
 		case <-stop:
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, maxBackoff)
+		backoff = bo.Next()
 		p.restarts.Add(1)
 	}
 }

@@ -24,9 +24,16 @@ import (
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
-// listDeadLetters answers up to ?limit= (1..500, 50) entries, newest first.
+// listDeadLetters answers up to ?limit= (1..500, 50) entries, newest first,
+// after ?continue= (the previous page's continue: the entry ID it ended
+// with). A full page carries continue; the page after the last is empty.
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
 	limit, err := limitParam(r, broker.MaxListLimit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	before, err := entryParam(r, "continue")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -35,7 +42,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, q broke
 		s.writeError(w, r, err)
 		return
 	}
-	dls, err := s.b.DeadLetters(r.Context(), q, limit)
+	dls, err := s.b.DeadLettersBefore(r.Context(), q, before, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -44,7 +51,43 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, q broke
 	for _, d := range dls {
 		out.Entries = append(out.Entries, apiconv.DeadLetter(d))
 	}
+	if len(dls) == limit {
+		out.Continue = dls[len(dls)-1].EntryID
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// entryParam reads query parameter name, a stream entry ID, or "".
+func entryParam(r *http.Request, name string) (string, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return "", nil
+	}
+	if _, _, ok := parseEntryID(v); !ok {
+		return "", invalidRequest(name, "%s must be a dead-letter entry ID (<ms>-<seq>), not %q", name, v)
+	}
+	return v, nil
+}
+
+// requeueDeadLetters requeues the task of every entry up to ?through= (an
+// entry ID; the newest entry at the start without it), oldest first; see
+// broker.RequeueDeadLetters for why it is safe beside other clients.
+func (s *Server) requeueDeadLetters(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
+	through, err := entryParam(r, "through")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.queueExists(r.Context(), q); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.b.RequeueDeadLetters(r.Context(), q, through)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, client.RequeueAllResponse{Requeued: res.Requeued, Skipped: res.Skipped, Through: res.Through})
 }
 
 func (s *Server) getDeadLetter(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {

@@ -157,11 +157,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 
 	hb := s.hubs.subscribe(q)
 	defer s.hubs.unsubscribe(hb)
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
 	tick := time.NewTicker(s.opts.KeepAlive)
 	defer tick.Stop()
 	for {
-		wake := s.hubs.wakeup(hb) // taken before the read: a later append closes it
-		sent, err := s.sendAfter(w, r, q, &pos, task)
+		wake, sent, err := s.sendAfter(w, r, q, hb, &pos, task)
 		if err != nil {
 			s.log.Debug("Events stream ended", "queue", q.String(), "error", err)
 			return
@@ -184,35 +185,38 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 }
 
 // sendAfter writes every event after pos (those of task only, when set) and
-// moves pos to the last entry read; it reports whether it wrote any.
-func (s *Server) sendAfter(w io.Writer, r *http.Request, q broker.QueueRef, pos *position, task string) (bool, error) {
-	sent := false
-	emit := func(evs []broker.Event, skipThrough int) error {
-		for _, ev := range indexed(evs) {
-			if ev.index <= skipThrough && ev.ID == pos.entry {
-				continue
-			}
-			if task != "" && ev.TaskID != task {
-				continue
-			}
-			id := position{entry: ev.ID, index: ev.index}.String()
-			if err := writeEvent(w, id, client.Event{EventID: id, Type: client.EventType(ev.Type), TaskID: ev.TaskID,
-				Attempt: ev.Attempt, Time: ev.At, Progress: ev.Progress}); err != nil {
-				return err
-			}
-			sent = true
-		}
-		return nil
+// moves pos to the last entry read; it reports whether it wrote any, and
+// returns the channel the hub closes when it has more. The events come from
+// the hub's buffer, or from Redis while the stream is behind the buffer.
+func (s *Server) sendAfter(w io.Writer, r *http.Request, q broker.QueueRef, hb *hub, pos *position, task string) (<-chan struct{}, bool, error) {
+	wake, evs, last, ok := s.hubs.since(hb, *pos)
+	if !ok {
+		sent, err := s.readAfter(w, r, q, pos, task)
+		return wake, sent, err
 	}
+	sent, err := emitEvents(w, evs, task)
+	if err == nil && !entryLess(last, pos.entry) {
+		*pos = position{entry: last, index: -1}
+	}
+	return wake, sent, err
+}
+
+// readAfter is sendAfter reading from Redis.
+func (s *Server) readAfter(w io.Writer, r *http.Request, q broker.QueueRef, pos *position, task string) (bool, error) {
+	sent := false
 	if pos.index >= 0 { // resume inside an entry: the rest of it first
 		evs, err := s.b.ReadEvents(r.Context(), q, entryBefore(pos.entry), 1, 0)
 		if err != nil {
 			return sent, err
 		}
-		if len(evs) > 0 && evs[0].ID == pos.entry {
-			if err := emit(evs, pos.index); err != nil {
-				return sent, err
+		var rest []indexedEvent
+		for _, ev := range indexed(evs) {
+			if ev.ID == pos.entry && ev.index > pos.index {
+				rest = append(rest, ev)
 			}
+		}
+		if sent, err = emitEvents(w, rest, task); err != nil {
+			return sent, err
 		}
 		pos.index = -1
 	}
@@ -221,11 +225,31 @@ func (s *Server) sendAfter(w io.Writer, r *http.Request, q broker.QueueRef, pos 
 		if err != nil || len(evs) == 0 {
 			return sent, err
 		}
-		if err := emit(evs, -1); err != nil {
+		more, err := emitEvents(w, indexed(evs), task)
+		sent = sent || more
+		if err != nil {
 			return sent, err
 		}
 		pos.entry = evs[len(evs)-1].ID
 	}
+}
+
+// emitEvents writes evs (those of task only, when set); it reports whether
+// it wrote any.
+func emitEvents(w io.Writer, evs []indexedEvent, task string) (bool, error) {
+	sent := false
+	for _, ev := range evs {
+		if task != "" && ev.TaskID != task {
+			continue
+		}
+		id := position{entry: ev.ID, index: ev.index}.String()
+		if err := writeEvent(w, id, client.Event{EventID: id, Type: client.EventType(ev.Type), TaskID: ev.TaskID,
+			Attempt: ev.Attempt, Time: ev.At, Progress: ev.Progress}); err != nil {
+			return sent, err
+		}
+		sent = true
+	}
+	return sent, nil
 }
 
 type indexedEvent struct {

@@ -17,6 +17,7 @@ limitations under the License.
 package httpapi
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/dtq-dev/dtq/internal/broker"
@@ -61,5 +62,47 @@ func TestIndexed(t *testing.T) {
 		if ev.index != want[i] {
 			t.Errorf("event %d of entry %s has index %d, want %d", i, ev.ID, ev.index, want[i])
 		}
+	}
+}
+
+// The hub's buffer keeps the last hubBuffer events, cut at an entry
+// boundary; a stream behind it is told to read Redis itself (a resync).
+func TestHubBuffer(t *testing.T) {
+	h := newHubs(nil, nil)
+	hb := &hub{wake: make(chan struct{})}
+	if _, _, _, ok := h.since(hb, position{entry: "0-0", index: -1}); ok {
+		t.Fatal("a hub that has not found the stream's end served a stream")
+	}
+	h.reset(hb, "1-0")
+	wake, _, _, _ := h.since(hb, position{entry: "1-0", index: -1})
+	// Entry 2-0 holds three events, then one event per entry 3-0 ... .
+	h.publish(hb, []broker.Event{{ID: "2-0", TaskID: "a"}, {ID: "2-0", TaskID: "b"}, {ID: "2-0", TaskID: "c"}})
+	select {
+	case <-wake:
+	default:
+		t.Fatal("publish did not wake the streams")
+	}
+	_, evs, last, ok := h.since(hb, position{entry: "2-0", index: 0})
+	if !ok || last != "2-0" || len(evs) != 2 || evs[0].TaskID != "b" || evs[1].index != 2 {
+		t.Fatalf("since 2-0:0 = %+v last %s ok %v, want b and c of 2-0", evs, last, ok)
+	}
+	if _, evs, _, _ := h.since(hb, position{entry: "2-0", index: -1}); len(evs) != 0 {
+		t.Fatalf("since the whole of 2-0: %+v, want none", evs)
+	}
+	var more []broker.Event
+	for i := range hubBuffer - 2 {
+		more = append(more, broker.Event{ID: fmt.Sprintf("%d-0", i+3)})
+	}
+	h.publish(hb, more) // one event over: the whole of entry 2-0 goes
+	if hb.base != "2-0" || len(hb.buf) != hubBuffer-2 {
+		t.Fatalf("after trimming: base %s, %d events", hb.base, len(hb.buf))
+	}
+	for _, p := range []position{{entry: "1-0", index: -1}, {entry: "2-0", index: 1}} {
+		if _, _, _, ok := h.since(hb, p); ok {
+			t.Errorf("since %s served from a buffer that starts after 2-0", p)
+		}
+	}
+	if _, evs, _, ok := h.since(hb, position{entry: "2-0", index: -1}); !ok || len(evs) != hubBuffer-2 || evs[0].ID != "3-0" {
+		t.Errorf("since 2-0: %d events from %v, ok %v", len(evs), evs[0].ID, ok)
 	}
 }

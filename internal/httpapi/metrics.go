@@ -29,6 +29,7 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	streams  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -40,8 +41,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "dtq_api_request_duration_seconds", Help: "HTTP API request latency by route (the events stream: until it ends).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
 		}, []string{"route"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dtq_api_event_streams", Help: "Events streams open on this replica (Queue.Wait included), following the queues' hubs.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.streams} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -74,6 +74,7 @@ func (s *Server) routes() []route {
 		{name: "list_dead_letters", pattern: "GET " + dl, verb: "get", res: "queues/deadletter", handle: s.listDeadLetters},
 		{name: "get_dead_letter", pattern: "GET " + dl + "/{id}", verb: "get", res: "queues/deadletter", handle: s.getDeadLetter},
 		{name: "requeue_dead_letter", pattern: "POST " + dl + "/{id}/requeue", verb: "update", res: "queues/deadletter", handle: s.requeueDeadLetter},
+		{name: "requeue_dead_letters", pattern: "POST " + dl + "/requeue", verb: "update", res: "queues/deadletter", handle: s.requeueDeadLetters},
 		{name: "discard_dead_letter", pattern: "POST " + dl + "/{id}/discard", verb: "delete", res: "queues/deadletter", handle: s.discardDeadLetter},
 		{name: "purge_dead_letters", pattern: "POST " + dl + "/purge", verb: "delete", res: "queues/deadletter", handle: s.purgeDeadLetters},
 	}

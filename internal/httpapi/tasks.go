@@ -167,14 +167,11 @@ func (s *Server) tasksByKey(w http.ResponseWriter, r *http.Request, q broker.Que
 	writeJSON(w, http.StatusOK, out)
 }
 
-var states = []broker.State{broker.StatePending, broker.StateQueued, broker.StateRunning, broker.StateRetrying,
-	broker.StateSucceeded, broker.StateFailed, broker.StateDeadLettered, broker.StateCancelled, broker.StateExpired}
-
 func parseStatus(v string) (broker.State, bool) {
 	v = strings.ReplaceAll(v, "_", "")
-	for _, st := range states {
+	for _, st := range client.TaskStatuses {
 		if strings.EqualFold(string(st), v) {
-			return st, true
+			return broker.State(st), true
 		}
 	}
 	return "", false

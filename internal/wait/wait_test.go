@@ -36,3 +36,35 @@ func TestSleep(t *testing.T) {
 		t.Fatalf("zero sleep on an ended context: %v, want context.Canceled", err)
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	b := Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
+	var got []time.Duration
+	for range 6 {
+		got = append(got, b.Next())
+	}
+	ms := time.Millisecond
+	want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second, time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("delays %v, want %v", got, want)
+		}
+	}
+	b.Reset()
+	if d := b.Next(); d != 100*time.Millisecond {
+		t.Fatalf("after Reset: %v", d)
+	}
+	j := Backoff{Initial: time.Second, Jitter: 0.2}
+	seen := map[time.Duration]bool{}
+	for range 50 {
+		d := j.Next()
+		j.Reset()
+		if d < 800*time.Millisecond || d > 1200*time.Millisecond {
+			t.Fatalf("jittered delay %v outside 1s ±20%%", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 2 {
+		t.Fatal("50 jittered delays were all equal")
+	}
+}

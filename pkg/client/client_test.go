@@ -237,10 +237,77 @@ func TestListPages(t *testing.T) {
 	if err != nil || page.Count != 1 || page.Tasks[0].TaskID != want[3] {
 		t.Fatalf("cancelled tasks: %+v %v", page, err)
 	}
+	keyed, err := q.Submit(ctx, "send", nil, client.IdempotencyKey("listed-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err = q.List(ctx, client.ListOptions{IdempotencyKey: "listed-key"})
+	if err != nil || page.Count != 1 || page.Tasks[0].TaskID != keyed.TaskID {
+		t.Fatalf("tasks of key listed-key: %+v %v, want %s alone", page, err, keyed.TaskID)
+	}
+	if page, err = q.List(ctx, client.ListOptions{IdempotencyKey: "no-such-key"}); err != nil || page.Count != 0 {
+		t.Fatalf("tasks of an unknown key: %+v %v, want none", page, err)
+	}
 	_, err = q.List(ctx, client.ListOptions{Status: "Sleeping"})
 	wantError(t, err, client.ErrInvalidRequest, http.StatusBadRequest)
 	_, err = q.List(ctx, client.ListOptions{Continue: "garbage!"})
 	wantError(t, err, client.ErrInvalidRequest, http.StatusBadRequest)
+}
+
+// Dead letters page past any page size, and RequeueAll runs every one
+// again (each dead-letters again: "fail" fails for good), fenced at the
+// newest entry when it started.
+func TestDeadLetterPagesAndRequeueAll(t *testing.T) {
+	ctx := t.Context()
+	q := newClient(t).Queue("shop", "emails")
+	if _, err := q.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for range 5 {
+		tk, err := q.Submit(ctx, "fail", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk, err = q.Wait(ctx, tk.TaskID); err != nil || tk.Status != client.StatusDeadLettered {
+			t.Fatalf("fail task: %+v %v", tk, err)
+		}
+		want = append([]string{tk.TaskID}, want...)
+	}
+	var got []string
+	opts := client.DeadLetterListOptions{Limit: 2}
+	for {
+		page, err := q.ListDeadLetters(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page.Entries {
+			got = append(got, d.TaskID)
+		}
+		if opts.Continue = page.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("dead letters by pages of 2: %v, want %v", got, want)
+	}
+	_, err := q.ListDeadLetters(ctx, client.DeadLetterListOptions{Continue: "garbage"})
+	wantError(t, err, client.ErrInvalidRequest, http.StatusBadRequest)
+
+	res, err := q.RequeueAll(ctx, "")
+	if err != nil || res.Requeued != 5 || res.Skipped != 0 || res.Through == "" {
+		t.Fatalf("requeue all: %+v %v, want 5 requeued", res, err)
+	}
+	for _, id := range want {
+		tk, err := q.Wait(ctx, id)
+		if err != nil || tk.Status != client.StatusDeadLettered || tk.PreviousAttempts != 1 {
+			t.Fatalf("requeued task %s: %+v %v, want DeadLettered again after its second run", id, tk, err)
+		}
+	}
+	// The first requeue's fence excludes the new entries.
+	if res, err := q.RequeueAll(ctx, res.Through); err != nil || res.Requeued != 0 {
+		t.Fatalf("requeue through the old fence: %+v %v, want nothing requeued", res, err)
+	}
 }
 
 func TestQueueAdministration(t *testing.T) {

@@ -27,6 +27,12 @@ limitations under the License.
 // them with errors.Is against the Err* sentinels and read TaskID (the task
 // in progress) or RetryAfter (a full queue) with errors.As.
 //
+// Lists page: follow TaskList.Continue (List) and DeadLetterList.Continue
+// (ListDeadLetters) until it is empty; RequeueAll requeues every dead letter
+// up to a fence. An EventStream (Events, and Wait underneath) reconnects by
+// itself with a jittered backoff and resumes without a gap; its Close may be
+// called from any goroutine.
+//
 // Credentials are Kubernetes bearer tokens: a fixed one (WithToken), a file
 // read again whenever it changes, such as a projected ServiceAccount token
 // (WithTokenFile), or the user of a kubeconfig (WithKubeconfig). RBAC on the

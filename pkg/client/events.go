@@ -17,7 +17,6 @@ limitations under the License.
 package client
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,30 +24,42 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
+	"sync"
 	"time"
+
+	"github.com/dtq-dev/dtq/internal/sse"
+	"github.com/dtq-dev/dtq/internal/wait"
 )
 
 // EventStream follows a queue's events (Server-Sent Events). When the
 // connection drops (an API replica restarting, a network blip) it reconnects
-// by itself and resumes after the last event it returned, so Next returns
-// every event once, in order, without gaps.
+// by itself, after a jittered exponential backoff (100 ms doubling to 5 s,
+// ±20%), and resumes after the last event it returned, so Next returns every
+// event once, in order, without gaps. Next is for one goroutine at a time;
+// Close and LastEventID may be called from any goroutine, also while Next
+// waits.
 type EventStream struct {
 	q      *Queue
 	opts   EventsOptions
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	body io.ReadCloser
-	rd   *bufio.Reader
-	last string // the last event ID (or start position) the server sent
+	sse *sse.Reader // nil while disconnected; only Next's goroutine uses it
+
+	mu     sync.Mutex
+	body   io.ReadCloser // the open response's body, closed by Close
+	closed bool
+	last   string // the last event ID (or start position) the server sent
 }
 
-// Reconnect backoff of an event stream.
-const (
-	minBackoff = 100 * time.Millisecond
-	maxBackoff = 5 * time.Second
-)
+// ErrSSELineTooLong ends an events stream whose server sent a line longer
+// than 64 KiB or an event whose data is longer than 1 MiB.
+var ErrSSELineTooLong = sse.ErrTooLong
+
+// newReconnectBackoff is the reconnect delay of an events stream.
+func newReconnectBackoff() *wait.Backoff {
+	return &wait.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2}
+}
 
 // Events opens the queue's events stream. It returns once the server has
 // answered, so every event after that moment is in the stream. ctx bounds
@@ -65,15 +76,42 @@ func (q *Queue) Events(ctx context.Context, opts EventsOptions) (*EventStream, e
 
 // LastEventID is the ID after which the stream resumes: pass it as
 // EventsOptions.Since to continue in another stream.
-func (s *EventStream) LastEventID() string { return s.last }
+func (s *EventStream) LastEventID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
 
-// Close ends the stream.
+func (s *EventStream) setLast(id string) {
+	s.mu.Lock()
+	s.last = id
+	s.mu.Unlock()
+}
+
+// Close ends the stream; a Next waiting in another goroutine returns
+// context.Canceled.
 func (s *EventStream) Close() error {
 	s.cancel()
-	if s.body != nil {
-		return s.body.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.body == nil {
+		return nil
 	}
-	return nil
+	err := s.body.Close()
+	s.body = nil
+	return err
+}
+
+// disconnect closes the current connection, if Close has not.
+func (s *EventStream) disconnect() {
+	s.mu.Lock()
+	if s.body != nil {
+		_ = s.body.Close()
+		s.body = nil
+	}
+	s.mu.Unlock()
+	s.sse = nil
 }
 
 func (s *EventStream) connect() error {
@@ -82,57 +120,51 @@ func (s *EventStream) connect() error {
 		v.Set("task_id", s.opts.TaskID)
 	}
 	h := http.Header{}
-	if s.last != "" {
-		h.Set("Last-Event-ID", s.last)
+	if last := s.LastEventID(); last != "" {
+		h.Set("Last-Event-ID", last)
 	}
 	resp, err := s.q.c.send( //nolint:bodyclose // the stream keeps the body; Close closes it
 		s.ctx, http.MethodGet, s.q.path+"/events?"+v.Encode(), h, nil)
 	if err != nil {
 		return err
 	}
-	s.body, s.rd = resp.Body, bufio.NewReader(resp.Body)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = resp.Body.Close()
+		return context.Canceled
+	}
+	s.body = resp.Body
+	s.mu.Unlock()
+	s.sse = sse.NewReader(resp.Body)
 	// The server starts with an "id:" line naming its start position: read
 	// it now, so a reconnect before the first event resumes there.
-	if err := s.readStart(); err != nil {
-		_ = s.body.Close()
-		s.body, s.rd = nil, nil
+	b, err := s.sse.Next()
+	if err != nil {
+		s.disconnect()
 		return fmt.Errorf("client: events stream: %w", err)
+	}
+	if b.HasID {
+		s.setLast(b.ID)
 	}
 	return nil
 }
 
-// readStart reads the stream's first block, up to its blank line, and takes
-// its id as the position.
-func (s *EventStream) readStart() error {
-	for {
-		line, err := s.rd.ReadString('\n')
-		if err != nil {
-			return err
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if line == "" {
-			return nil
-		}
-		if id, ok := strings.CutPrefix(line, "id:"); ok {
-			s.last = strings.TrimPrefix(id, " ")
-		}
-	}
-}
-
 // Next returns the next event, waiting for it. It reconnects as needed and
 // returns an error only when the stream cannot go on: ctx ended or Close was
-// called, or the API refused to resume (an *Error such as ErrUnauthorized).
+// called, the API refused to resume (an *Error such as ErrUnauthorized), or
+// the server sent what is not an event (ErrSSELineTooLong, or data that is
+// not an Event's JSON).
 func (s *EventStream) Next() (Event, error) {
-	backoff := minBackoff
+	bo := newReconnectBackoff()
 	for {
-		if s.rd != nil {
+		if s.sse != nil {
 			ev, err := s.read()
 			var bad *badEventError
-			if err == nil || errors.As(err, &bad) {
+			if err == nil || errors.As(err, &bad) || errors.Is(err, ErrSSELineTooLong) {
 				return ev, err
 			}
-			_ = s.body.Close() // the connection broke: reconnect below
-			s.body, s.rd = nil, nil
+			s.disconnect() // the connection broke: reconnect below
 		}
 		if err := s.ctx.Err(); err != nil {
 			return Event{}, err
@@ -142,53 +174,34 @@ func (s *EventStream) Next() (Event, error) {
 			return Event{}, err
 		}
 		if err != nil {
-			select {
-			case <-time.After(backoff):
-			case <-s.ctx.Done():
+			if wait.Sleep(s.ctx, bo.Next()) != nil {
 				return Event{}, s.ctx.Err()
 			}
-			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
-		backoff = minBackoff
+		bo.Reset()
 	}
 }
 
-// read parses the next event: "id:" and "data:" lines up to a blank line. An
-// id without data (the server's start position) only moves LastEventID;
-// comments (keep-alives) are skipped.
+// read returns the next event. A block with an id and no data (the
+// server's start position) only moves LastEventID.
 func (s *EventStream) read() (Event, error) {
-	var id, data string
-	hasID := false
 	for {
-		line, err := s.rd.ReadString('\n')
+		b, err := s.sse.Next()
 		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
 			return Event{}, err
 		}
-		line = strings.TrimRight(line, "\r\n")
-		switch {
-		case line == "":
-			if hasID {
-				s.last = id
-			}
-			if data == "" {
-				hasID = false
-				continue
-			}
-			var ev Event
-			if err := json.Unmarshal([]byte(data), &ev); err != nil {
-				return Event{}, &badEventError{id: id, err: err}
-			}
-			return ev, nil
-		case strings.HasPrefix(line, ":"):
-		case strings.HasPrefix(line, "id:"):
-			id, hasID = strings.TrimPrefix(strings.TrimPrefix(line, "id:"), " "), true
-		case strings.HasPrefix(line, "data:"):
-			data += strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")
+		if b.HasID {
+			s.setLast(b.ID)
 		}
+		if b.Data == "" {
+			continue
+		}
+		var ev Event
+		if err := json.Unmarshal([]byte(b.Data), &ev); err != nil {
+			return Event{}, &badEventError{id: b.ID, err: err}
+		}
+		return ev, nil
 	}
 }
 

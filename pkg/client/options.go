@@ -100,6 +100,20 @@ type ListOptions struct {
 	Limit int
 	// Continue is the previous page's Continue; "" for the first page.
 	Continue string
+	// IdempotencyKey lists only the task the key maps to (none when the
+	// key maps to none); Status, Limit and Continue then do not apply.
+	IdempotencyKey string
+}
+
+// MaxPageSize is the largest Limit of ListOptions and DeadLetterListOptions.
+const MaxPageSize = 500
+
+// DeadLetterListOptions selects a page of dead-letter entries.
+type DeadLetterListOptions struct {
+	// Limit is the page size, 1..500; 0 means 50.
+	Limit int
+	// Continue is the previous page's Continue; "" for the first page.
+	Continue string
 }
 
 // EventsOptions selects a queue's events.

@@ -138,6 +138,9 @@ func (q *Queue) List(ctx context.Context, opts ListOptions) (*TaskList, error) {
 	if opts.Continue != "" {
 		v.Set("continue", opts.Continue)
 	}
+	if opts.IdempotencyKey != "" {
+		v.Set("idempotency_key", opts.IdempotencyKey)
+	}
 	var out TaskList
 	if err := q.c.do(ctx, http.MethodGet, q.path+"/tasks?"+v.Encode(), nil, nil, &out); err != nil {
 		return nil, err
@@ -182,15 +185,47 @@ func (q *Queue) Workers(ctx context.Context) ([]Worker, error) {
 }
 
 // DeadLetters lists up to limit dead-letter entries (1..500; 0 means 50),
-// newest first.
+// newest first: the first page of ListDeadLetters.
 func (q *Queue) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
-	path := q.path + "/dead-letter"
-	if limit != 0 {
-		path += "?limit=" + strconv.Itoa(limit)
+	out, err := q.ListDeadLetters(ctx, DeadLetterListOptions{Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return out.Entries, nil
+}
+
+// ListDeadLetters returns a page of dead-letter entries, newest first.
+// Follow Continue until it is empty to read them all.
+func (q *Queue) ListDeadLetters(ctx context.Context, opts DeadLetterListOptions) (*DeadLetterList, error) {
+	v := url.Values{}
+	if opts.Limit != 0 {
+		v.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Continue != "" {
+		v.Set("continue", opts.Continue)
 	}
 	var out DeadLetterList
-	err := q.c.do(ctx, http.MethodGet, path, nil, nil, &out)
-	return out.Entries, err
+	if err := q.c.do(ctx, http.MethodGet, q.path+"/dead-letter?"+v.Encode(), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RequeueAll requeues, as Requeue does, the task of every dead-letter entry
+// up to the entry ID through ("" for the newest when the call starts),
+// oldest first. Entries added meanwhile are left alone, and a task someone
+// else requeued or removed meanwhile is skipped, never run twice; after an
+// error, calling again with the same through requeues the rest.
+func (q *Queue) RequeueAll(ctx context.Context, through string) (*RequeueAllResponse, error) {
+	path := q.path + "/dead-letter/requeue"
+	if through != "" {
+		path += "?through=" + url.QueryEscape(through)
+	}
+	var out RequeueAllResponse
+	if err := q.c.do(ctx, http.MethodPost, path, nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // DeadLetter returns the dead-letter entry of task id (ErrDLQEntryNotFound).

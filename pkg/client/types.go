@@ -41,6 +41,15 @@ const (
 	StatusExpired      TaskStatus = "Expired"
 )
 
+// TaskStatuses lists every TaskStatus in lifecycle order: the one list of a
+// task's states. The engine's states, the Task resource's, the CLI's
+// --state, the API's ?status= and its OpenAPI enum, and the console use
+// these values (internal/apiconv's TestOneListOfTaskStates checks the
+// copies that cannot import it: the CRD enum marker, openapi.yaml and the
+// console's script).
+var TaskStatuses = []TaskStatus{StatusPending, StatusQueued, StatusRunning, StatusRetrying,
+	StatusSucceeded, StatusFailed, StatusDeadLettered, StatusCancelled, StatusExpired}
+
 // Terminal reports whether the task can no longer change (a dead-lettered
 // task can only be requeued by an operator).
 func (s TaskStatus) Terminal() bool {
@@ -257,6 +266,20 @@ type DeadLetter struct {
 type DeadLetterList struct {
 	Entries []DeadLetter `json:"entries"`
 	Count   int          `json:"count"`
+	// Continue, when set, asks for the next (older) page: pass it as
+	// DeadLetterListOptions.Continue (the API's ?continue=).
+	Continue string `json:"continue,omitempty"`
+}
+
+// RequeueAllResponse answers a requeue of every dead letter.
+type RequeueAllResponse struct {
+	// Requeued tasks run again; Skipped entries' tasks were no longer
+	// DeadLettered (requeued, or gone, by someone else meanwhile).
+	Requeued int64 `json:"requeued"`
+	Skipped  int64 `json:"skipped"`
+	// Through is the newest entry ID the requeue considered (the fence):
+	// entries after it were left alone. "" when there were none.
+	Through string `json:"through,omitempty"`
 }
 
 // PurgeResponse answers a dead-letter purge.

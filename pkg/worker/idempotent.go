@@ -189,7 +189,7 @@ func IdempotentOperation[T any](ctx context.Context, rdb redis.UniversalClient, 
 			}
 			return false, result, nil
 		case "running":
-			if err := wait.Sleep(ctx, jitter(cfg.poll, 0.2)); err != nil {
+			if err := wait.Sleep(ctx, wait.Jitter(cfg.poll, 0.2)); err != nil {
 				return false, result, err
 			}
 			continue

@@ -21,7 +21,6 @@ package worker
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -59,7 +58,7 @@ func (s *Server) release(n int) {
 func (s *Server) readLoop(stop <-chan struct{}) {
 	bo := newBackoff()
 	period := max(500*time.Millisecond, s.cfg.VisibilityTimeout/2)
-	nextReclaim := time.Now().Add(jitter(period, 0.2))
+	nextReclaim := time.Now().Add(wait.Jitter(period, 0.2))
 	s.reclaimAt.Store(nextReclaim.UnixNano())
 	for {
 		select {
@@ -82,7 +81,7 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 			n++
 		}
 		if time.Now().After(nextReclaim) {
-			nextReclaim = time.Now().Add(jitter(period, 0.2))
+			nextReclaim = time.Now().Add(wait.Jitter(period, 0.2))
 			s.reclaimAt.Store(nextReclaim.UnixNano())
 			sent := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -108,12 +107,12 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 		if err != nil {
 			s.release(n)
 			s.log.Warn("Read", "error", err)
-			if !sleepStop(stop, bo.next()) {
+			if !sleepStop(stop, bo.Next()) {
 				return
 			}
 			continue
 		}
-		bo.reset()
+		bo.Reset()
 		// A blocking read delivers when an entry arrives, so the entries'
 		// idle time started after began; began is the safe lower bound.
 		s.dispatchStarted(ds, n, began)
@@ -205,13 +204,13 @@ func (s *Server) schedulerLoop(stop <-chan struct{}) {
 		switch {
 		case err != nil:
 			s.log.Warn("Promote due tasks", "error", err)
-			pause = bo.next()
+			pause = bo.Next()
 		case moved >= promoteLimit:
 			pause = 0
-			bo.reset()
+			bo.Reset()
 		case !next.IsZero():
 			pause = min(maxPromoteWait, max(5*time.Millisecond, time.Until(next)))
-			bo.reset()
+			bo.Reset()
 		}
 		if pause == 0 {
 			select {
@@ -221,7 +220,7 @@ func (s *Server) schedulerLoop(stop <-chan struct{}) {
 				continue
 			}
 		}
-		t := time.NewTimer(jitter(pause, 0.05))
+		t := time.NewTimer(wait.Jitter(pause, 0.05))
 		select {
 		case <-stop:
 			t.Stop()
@@ -256,7 +255,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 	defer wg.Wait()
 	inFlight := make(chan struct{}, 1)
 	for {
-		if wait.Sleep(ctx, jitter(s.cfg.HeartbeatInterval, 0.1)) != nil {
+		if wait.Sleep(ctx, wait.Jitter(s.cfg.HeartbeatInterval, 0.1)) != nil {
 			return
 		}
 		s.expireLeases()
@@ -458,10 +457,6 @@ func (s *Server) executor(e *execution) {
 
 // ---- timing helpers ----
 
-func jitter(d time.Duration, frac float64) time.Duration {
-	return time.Duration(float64(d) * (1 + frac*(2*rand.Float64()-1)))
-}
-
 func sleepStop(stop <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -473,17 +468,7 @@ func sleepStop(stop <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-type backoff struct{ cur time.Duration }
-
-func newBackoff() *backoff { return &backoff{} }
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = 100 * time.Millisecond
-	} else {
-		b.cur = min(2*b.cur, 2*time.Second)
-	}
-	return jitter(b.cur, 0.2)
+// newBackoff is the retry delay of the worker's loops after a Redis error.
+func newBackoff() *wait.Backoff {
+	return &wait.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.2}
 }
-
-func (b *backoff) reset() { b.cur = 0 }

@@ -315,7 +315,7 @@ func (s *Server) waitQueue(ctx context.Context) bool {
 		} else if ctx.Err() == nil {
 			s.log.Warn("Read queue config", "error", err)
 		}
-		if wait.Sleep(ctx, bo.next()) != nil {
+		if wait.Sleep(ctx, bo.Next()) != nil {
 			return false
 		}
 	}

@@ -68,6 +68,7 @@ func TestAPIAuth(t *testing.T) {
 		{"pause (patch queues)", "POST", q + "/resume", "", 403, 403, 200},
 		{"dead letters (get queues/deadletter)", "GET", q + "/dead-letter", "", 403, 403, 200},
 		{"requeue (update queues/deadletter)", "POST", q + "/dead-letter/none/requeue", "", 403, 403, 404},
+		{"requeue all (update queues/deadletter)", "POST", q + "/dead-letter/requeue", "", 403, 403, 200},
 		{"discard (delete queues/deadletter)", "POST", q + "/dead-letter/none/discard", "", 403, 403, 404},
 		{"purge (delete queues/deadletter)", "POST", q + "/dead-letter/purge", "", 403, 403, 200},
 		{"queue purge (delete queues/tasks)", "POST", q + "/purge", "", 403, 403, 200},

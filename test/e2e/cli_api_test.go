@@ -47,6 +47,7 @@ func TestCLIAPI(t *testing.T) {
 	t.Run("FindAndAuthenticate", testCLIFindAPI)
 	t.Run("SubmitGetList", testCLISubmitViaAPI)
 	t.Run("DeadLetters", testCLIDeadLetters)
+	t.Run("DeadLetterPagesAndRequeueAll", testCLIDeadLetterPages)
 	t.Run("Queues", testCLIQueues)
 }
 
