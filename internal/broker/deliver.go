@@ -331,7 +331,11 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 		var item [completeItemArgs]any = [...]any{it.x.MessageID, it.x.WorkerID, it.x.Attempt, it.kind, it.result, it.err, it.class, it.retryable, jitter}
 		args = append(args, item[:]...)
 	}
-	replies, err := completeBatchScript.Run(ctx, b.fast, keys, args...).Slice()
+	sc, err := b.writer(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	replies, err := completeBatchScript.Run(ctx, sc, keys, args...).Slice()
 	if err != nil {
 		return nil, nil, err
 	}
