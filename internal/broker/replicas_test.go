@@ -159,3 +159,60 @@ func TestReplicaAckOnCluster(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReplicaAck pairs a queue with ReplicaAcks 0 and one with 1 on the
+// same master with one replica (loopback): a serial Submit, 64 concurrent
+// Submits (batched, so one WAIT serves a batch), and a serial task's whole
+// cycle (Submit, Read, Start, Complete: two WAITs with ReplicaAcks 1; the
+// Read may return an earlier sub-benchmark's task).
+//
+//	go test ./internal/broker -run '^$' -bench ReplicaAck -count 3
+func BenchmarkReplicaAck(b *testing.B) {
+	s := redistest.StartSentinel(b, 1, 1)
+	eng := New(s.Master.Client())
+	for _, n := range []int{0, 1} {
+		q := QueueRef{Namespace: "ns", Name: "q" + strconv.Itoa(n)}
+		cfg := DefaultQueueConfig()
+		cfg.MaxDepth, cfg.ReplicaAcks = 1<<40, n
+		if err := eng.EnsureQueue(ctx, q, cfg); err != nil {
+			b.Fatal(err)
+		}
+		name := "replicaAcks=" + strconv.Itoa(n)
+		b.Run("submit/"+name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := eng.Submit(ctx, q, SubmitRequest{Type: "t"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("submit-parallel-64/"+name, func(b *testing.B) {
+			b.SetParallelism(32) // 64 goroutines on 2 CPUs
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := eng.Submit(ctx, q, SubmitRequest{Type: "t"}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+		b.Run("cycle/"+name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := eng.Submit(ctx, q, SubmitRequest{Type: "t"}); err != nil {
+					b.Fatal(err)
+				}
+				ds, err := eng.Read(ctx, q, "w", 1, 0)
+				if err != nil || len(ds) != 1 {
+					b.Fatalf("read: %v %v", ds, err)
+				}
+				sr, err := eng.Start(ctx, q, "w", ds[0])
+				if err != nil || !sr.Run {
+					b.Fatalf("start: %+v %v", sr, err)
+				}
+				if _, err := eng.Complete(ctx, q, Execution{Delivery: ds[0], WorkerID: "w", Attempt: sr.Task.Attempt}, Outcome{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
