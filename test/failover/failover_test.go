@@ -173,10 +173,10 @@ func runFailover(t testing.TB, v variant) outcome {
 		master.Kill()
 		promoted := s.WaitPromoted(t, master)
 		master.Restart() // Sentinel makes it a replica of the new master
-		d, ok := g.wait(30 * time.Second)
+		d, ok := g.wait(time.Minute) // with replicaAcks, until the restarted node has resynced
 		if !ok {
 			close(stop)
-			t.Fatalf("no submission was acknowledged within 30 s of kill %d (promoted %s)", i+1, promoted.Addr)
+			t.Fatalf("no submission was acknowledged within a minute of kill %d (promoted %s)", i+1, promoted.Addr)
 		}
 		out.unavailable = append(out.unavailable, d)
 		master = promoted
