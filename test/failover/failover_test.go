@@ -172,7 +172,7 @@ func runFailover(t testing.TB, v variant) outcome {
 		g.kill()
 		master.Kill()
 		promoted := s.WaitPromoted(t, master)
-		master.Restart() // Sentinel makes it a replica of the new master
+		master.Restart()             // Sentinel makes it a replica of the new master
 		d, ok := g.wait(time.Minute) // with replicaAcks, until the restarted node has resynced
 		if !ok {
 			close(stop)
