@@ -57,6 +57,8 @@ func queueConfig(q *dtqv1alpha1.Queue) broker.QueueConfig {
 	if s.DeadLetter.Enabled != nil {
 		c.DeadLetter = *s.DeadLetter.Enabled
 	}
+	c.ReplicaAcks = int(s.Durability.ReplicaAcks)
+	setDur(&c.ReplicaAckTimeout, s.Durability.ReplicaAckTimeout.Duration)
 	return c
 }
 

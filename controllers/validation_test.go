@@ -67,6 +67,8 @@ var _ = Describe("CRD validation", Ordered, func() {
 		Expect(s.ResultRetention.Duration).To(Equal(time.Hour))
 		Expect(s.DeadLetter.Enabled).To(Equal(ptr.To(true)))
 		Expect(s.DeadLetter.MaxLength).To(Equal(int64(10000)))
+		Expect(s.Durability.ReplicaAcks).To(BeZero())
+		Expect(s.Durability.ReplicaAckTimeout.Duration).To(Equal(time.Second))
 		Expect(s.Paused).To(BeFalse())
 	})
 
@@ -98,6 +100,8 @@ var _ = Describe("CRD validation", Ordered, func() {
 		Entry("both delay and notBefore", withNotBefore(testutil.MakeTask("both", ns).Delay(time.Minute).Obj()), "spec"),
 		Entry("heartbeat >= visibility timeout", testutil.MakeQueue("hb", ns).Timeouts(5*time.Second, 5*time.Second).Obj(), "spec.heartbeatInterval"),
 		Entry("minReplicas > maxReplicas", testutil.MakeQueue("minmax", ns).Replicas(5, 2).Obj(), "spec.scaling"),
+		Entry("durability.replicaAcks 6", withDurability("acks6", ns, 6), "spec.durability.replicaAcks"),
+		Entry("negative durability.replicaAcks", withDurability("acksneg", ns, -1), "spec.durability.replicaAcks"),
 		Entry("queue name that is not a DNS label", testutil.MakeQueue("q.dotted", ns).Obj(), "metadata.name"),
 		Entry("handler without http", withHandler("hnone", ns, &dtqv1alpha1.QueueHandler{}), "spec.handler"),
 		Entry("handler.http without port", withHandler("hnoport", ns, &dtqv1alpha1.QueueHandler{HTTP: &dtqv1alpha1.HTTPHandler{}}), "spec.handler.http.port"),
@@ -177,6 +181,12 @@ func withNotBefore(t *dtqv1alpha1.Task) *dtqv1alpha1.Task {
 }
 
 // withHandler is a Queue with an app container and handler h.
+func withDurability(name, ns string, replicaAcks int32) *dtqv1alpha1.Queue {
+	q := testutil.MakeQueue(name, ns).Obj()
+	q.Spec.Durability.ReplicaAcks = replicaAcks
+	return q
+}
+
 func withHandler(name, ns string, h *dtqv1alpha1.QueueHandler) *dtqv1alpha1.Queue {
 	q := testutil.MakeQueue(name, ns).Obj()
 	q.Spec.WorkerTemplate.Spec.Containers = []corev1.Container{{Name: "app", Image: "app:1"}}

@@ -101,6 +101,7 @@ var QueueDurationBounds = []DurationBound{
 	{"spec.taskRetention", time.Second, 8760 * time.Hour},
 	{"spec.resultRetention", time.Second, 8760 * time.Hour},
 	{"spec.scaling.scaleDownStabilization", 0, time.Hour},
+	{"spec.durability.replicaAckTimeout", 10 * time.Millisecond, 30 * time.Second},
 }
 
 // durationFields maps each path of QueueDurationBounds to its field in s.
@@ -115,6 +116,7 @@ func (s *QueueSpec) durationFields() map[string]*Duration {
 		"spec.taskRetention":                  &s.TaskRetention,
 		"spec.resultRetention":                &s.ResultRetention,
 		"spec.scaling.scaleDownStabilization": &s.Scaling.ScaleDownStabilization,
+		"spec.durability.replicaAckTimeout":   &s.Durability.ReplicaAckTimeout,
 	}
 }
 

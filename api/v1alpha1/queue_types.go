@@ -117,6 +117,12 @@ type QueueSpec struct {
 	// +optional
 	DeadLetter DeadLetterPolicy `json:"deadLetter,omitzero"`
 
+	// durability says whose acknowledgement a submission and a completion
+	// wait for before they are answered.
+	// +kubebuilder:default={}
+	// +optional
+	Durability QueueDurability `json:"durability,omitzero"`
+
 	// ttlSecondsAfterFinished is the default lifetime of finished Task objects of
 	// this queue; a Task's own value wins. Unset keeps finished Tasks.
 	// +kubebuilder:validation:Minimum=0
@@ -254,6 +260,32 @@ type RetryPolicy struct {
 	// +kubebuilder:default=20
 	// +optional
 	JitterPercent *int32 `json:"jitterPercent,omitempty"`
+}
+
+// QueueDurability is what the queue's writes wait for. Redis replicates
+// asynchronously: a failover of its master loses the writes the promoted
+// replica had not received yet, including submissions and completions that
+// were already answered. With replicaAcks set, each submission (HTTP API, Go
+// client, Task objects) and each completion (the result and the finished
+// task's record, written before the worker moves on) waits until that many
+// replicas have it (Redis WAIT), and one that they do not acknowledge within
+// replicaAckTimeout fails with NOT_REPLICATED (HTTP 503): it is on the master
+// and may survive, so retry it with the same idempotency key.
+// docs/redis.md ("Failover") has the measured loss with and without it.
+type QueueDurability struct {
+	// replicaAcks is how many Redis replicas must acknowledge a submission or
+	// a completion before it is answered; 0 answers once the master has it.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=5
+	// +optional
+	ReplicaAcks int32 `json:"replicaAcks,omitempty"`
+
+	// replicaAckTimeout is how long a write waits for the replicas'
+	// acknowledgement before it fails with NOT_REPLICATED.
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]*[.])?[0-9]+(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('10ms') && duration(self) <= duration('30s')",message="replicaAckTimeout must be a duration from 10ms to 30s, such as 1s"
+	// +optional
+	ReplicaAckTimeout Duration `json:"replicaAckTimeout,omitzero"`
 }
 
 // DeadLetterPolicy configures the dead-letter stream.

@@ -189,6 +189,7 @@ var statuses = map[broker.Code]int{
 	broker.CodeTaskConflict:          http.StatusConflict,
 	broker.CodeDLQEntryNotFound:      http.StatusNotFound,
 	broker.CodeConsumerBusy:          http.StatusConflict,
+	broker.CodeNotReplicated:         http.StatusServiceUnavailable,
 }
 
 // Error converts an engine error into the API's: an engine *Error keeps its
@@ -215,6 +216,9 @@ func Error(err error) *client.Error {
 			e.RetryAfter = RetryAfter
 			e.Details["retry_after_s"] = int(RetryAfter.Seconds())
 			e.Details["depth"], e.Details["limit"] = be.Depth, be.Limit
+		case broker.CodeNotReplicated:
+			e.RetryAfter = time.Second
+			e.Details["retry_after_s"] = 1
 		case broker.CodePayloadTooLarge:
 			e.Details["limit"] = be.Limit
 		case broker.CodeInvalidTask:

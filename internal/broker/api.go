@@ -68,6 +68,8 @@ type QueueConfig struct {
 	DeadLetter         bool          // true: exhausted tasks go DeadLettered, false: Failed
 	DeadLetterMaxLen   int64         // approximate cap of the dead-letter stream (10000)
 	VisibilityTimeout  time.Duration // idle time before another worker may reclaim an entry (30s)
+	ReplicaAcks        int           // replicas that must acknowledge each Submit and Complete before it returns (0: none; see replicas.go)
+	ReplicaAckTimeout  time.Duration // how long a write waits for them before it fails with ErrNotReplicated (1s)
 }
 
 // DefaultQueueConfig returns the defaults of the original dtq.
@@ -85,6 +87,7 @@ func DefaultQueueConfig() QueueConfig {
 		DeadLetter:         true,
 		DeadLetterMaxLen:   10000,
 		VisibilityTimeout:  30 * time.Second,
+		ReplicaAckTimeout:  time.Second,
 	}
 }
 

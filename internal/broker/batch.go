@@ -19,6 +19,7 @@ package broker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -162,6 +163,8 @@ type queueBatchers struct {
 	submit   *batcher[submitItem, SubmitResult]
 	start    *batcher[startItem, StartResult]
 	complete *batcher[completeItem, completed]
+	// ack is the queue's replica acknowledgement as last read (see writer).
+	ack atomic.Pointer[ackSetting]
 }
 
 // batchers returns q's batchers, creating them on first use.

@@ -35,11 +35,8 @@ type Broker struct {
 	// batch.go). When the client supports it, this is go-redis's auto-pipeliner,
 	// so batches of different queues and operations share round trips; blocking
 	// reads never go through it.
-	fast redis.Scripter
-	// replicaAck, when set (WithReplicaAck), runs the submit batch script
-	// and waits for replicas.
-	replicaAck *replicaAck
-	clock      clock.PassiveClock
+	fast  redis.Scripter
+	clock clock.PassiveClock
 	// queues holds each queue's batchers (QueueRef -> *queueBatchers): concurrent
 	// Submit, Start and Complete calls on one queue share one script call.
 	queues sync.Map
@@ -63,9 +60,6 @@ func New(rdb redis.UniversalClient, opts ...Option) *Broker {
 	}
 	for _, o := range opts {
 		o(b)
-	}
-	if b.replicaAck != nil {
-		b.replicaAck.rdb = rdb
 	}
 	return b
 }
@@ -93,6 +87,9 @@ const (
 	cfgDLQ         = "dlq"
 	cfgDLQMaxLen   = "dlq_maxlen"
 	cfgVisibility  = "visibility_ms"
+	// Read by the engine (replicas.go), not by the scripts.
+	cfgReplicaAcks       = "replica_acks"
+	cfgReplicaAckTimeout = "replica_ack_timeout_ms"
 )
 
 func validQueue(q QueueRef) error {
@@ -114,7 +111,8 @@ func validConfig(c QueueConfig) error {
 	case c.MaxDepth < 1, c.MaxPayloadBytes < 2, c.DefaultMaxAttempts < 1, c.DefaultMaxAttempts > MaxAttemptsCap,
 		c.DefaultTimeout < time.Millisecond, c.Retry.BaseDelay < 0, c.Retry.MaxDelay < c.Retry.BaseDelay,
 		c.Retry.Jitter < 0, c.Retry.Jitter > 1, c.IdempotencyTTL < time.Millisecond, c.TaskRetention < time.Millisecond,
-		c.ResultRetention < time.Millisecond, c.ResultMaxBytes < 1, c.DeadLetterMaxLen < 1, c.VisibilityTimeout < time.Millisecond:
+		c.ResultRetention < time.Millisecond, c.ResultMaxBytes < 1, c.DeadLetterMaxLen < 1, c.VisibilityTimeout < time.Millisecond,
+		c.ReplicaAcks < 0, c.ReplicaAcks > 0 && c.ReplicaAckTimeout < time.Millisecond:
 		return fmt.Errorf("broker: invalid queue config %+v", c)
 	}
 	return nil
@@ -145,7 +143,8 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 			cfgTimeout, ms(cfg.DefaultTimeout), cfgRetryBase, ms(cfg.Retry.BaseDelay), cfgRetryMax, ms(cfg.Retry.MaxDelay),
 			cfgRetryJitter, strconv.FormatFloat(cfg.Retry.Jitter, 'f', -1, 64), cfgIdemTTL, ms(cfg.IdempotencyTTL),
 			cfgTaskTTL, ms(cfg.TaskRetention), cfgResultTTL, ms(cfg.ResultRetention), cfgResultMax, cfg.ResultMaxBytes,
-			cfgDLQ, dlq, cfgDLQMaxLen, cfg.DeadLetterMaxLen, cfgVisibility, ms(cfg.VisibilityTimeout))
+			cfgDLQ, dlq, cfgDLQMaxLen, cfg.DeadLetterMaxLen, cfgVisibility, ms(cfg.VisibilityTimeout),
+			cfgReplicaAcks, cfg.ReplicaAcks, cfgReplicaAckTimeout, ms(cfg.ReplicaAckTimeout))
 		sadd = p.SAdd(ctx, namespaceQueues(q.Namespace), q.Name)
 		for i, s := range k.streams() {
 			groups[i] = p.XGroupCreateMkStream(ctx, s, group, "0")
@@ -196,6 +195,8 @@ func (b *Broker) QueueConfig(ctx context.Context, q QueueRef) (QueueConfig, erro
 		DeadLetter:         m[cfgDLQ] == "1",
 		DeadLetterMaxLen:   i(cfgDLQMaxLen),
 		VisibilityTimeout:  d(cfgVisibility),
+		ReplicaAcks:        int(i(cfgReplicaAcks)),
+		ReplicaAckTimeout:  d(cfgReplicaAckTimeout),
 	}, nil
 }
 

@@ -303,8 +303,8 @@ func (b *Broker) Complete(ctx context.Context, q QueueRef, x Execution, out Outc
 // trip, up to one new entry for consumer (ReadStart without blocking, for
 // x's worker): a worker slot that finished a task gets its next one without
 // a second round trip. next is nil when nothing was ready (or the queue is
-// paused); a next entry with Run true must be executed or left pending
-// exactly as ReadStart says. The completion and the read are independent:
+// paused, or its completions wait for replicas); a next entry with Run true
+// must be executed or left pending exactly as ReadStart says. The completion and the read are independent:
 // an error of the read alone is next's Err, and the state is still valid.
 func (b *Broker) CompleteNext(ctx context.Context, q QueueRef, x Execution, out Outcome, consumer string) (State, *Started, error) {
 	return b.complete(ctx, q, x, out, consumer)
@@ -355,7 +355,9 @@ type completed struct {
 // reply. When items ask for their next entries (CompleteNext), one
 // readStartScript call for as many entries, without blocking, goes in the
 // same pipeline; only the items of the first asking consumer get entries
-// (one Server per Broker and queue is the norm).
+// (one Server per Broker and queue is the norm). A queue whose completions
+// wait for replicas (spec.durability) reads none: its slots read through
+// the blocking read.
 func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []completeItem) ([]completed, []error, error) {
 	k := keysFor(q)
 	now, nowtxt := b.now()
@@ -378,19 +380,21 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 			wants++
 		}
 	}
+	sc, err := b.writer(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
 	var replies []any
 	var started []Started
 	var readErr error
-	if wants == 0 {
-		var err error
-		if replies, err = completeBatchScript.Run(ctx, b.fast, keys, args...).Slice(); err != nil {
+	if wants == 0 || sc != b.fast {
+		// Without a next read, or when the completion waits for replicas
+		// (then the slots read their next entries through the blocking read).
+		if replies, err = completeBatchScript.Run(ctx, sc, keys, args...).Slice(); err != nil {
 			return nil, nil, err
 		}
-	} else {
-		var err error
-		if replies, started, readErr, err = b.completeRead(ctx, q, keys, args, consumer, workerID, wants); err != nil {
-			return nil, nil, err
-		}
+	} else if replies, started, readErr, err = b.completeRead(ctx, q, keys, args, consumer, workerID, wants); err != nil {
+		return nil, nil, err
 	}
 	out, errs, err := itemReplies(replies, len(items), func(i int, v []any) (completed, error) {
 		st, err := staleOr(items[i].x, v)

@@ -19,21 +19,58 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// WithReplicaAck makes Submit wait, in the same round trip as its script,
-// until n replicas acknowledge its writes (Redis WAIT on the same connection),
-// for at most timeout. A submission fewer replicas acknowledged in time fails
-// with ErrNotReplicated: it is on the master and survives a failover only if
-// it reached the promoted replica after all, so the caller retries it (with
-// its idempotency key, a retry is a replay or an in-progress answer, never a
-// second task). Start and Complete do not wait. docs/redis.md ("Failover")
-// has the measured trade-off.
-func WithReplicaAck(n int, timeout time.Duration) Option {
-	return func(b *Broker) { b.replicaAck = &replicaAck{n: n, timeout: timeout} }
+// Replica acknowledgement. Redis replicates asynchronously: a failover loses
+// the writes the promoted replica had not received, even those already
+// answered. A queue whose config sets ReplicaAcks (the Queue's
+// spec.durability) runs its Submit and Complete batch scripts followed by
+// WAIT in the same round trip (replicaAck), so each returns only once that
+// many replicas have its writes, or fails with ErrNotReplicated after
+// ReplicaAckTimeout. Such a write is on the master and survives a failover
+// only if it reached the promoted replica after all: the caller retries it
+// (with its idempotency key a submission's retry is a replay or an
+// in-progress answer, never a second task; a completion's retry records
+// nothing twice). Start, Touch and the management writes (Cancel, Requeue,
+// Pause ...) do not wait: a lost Start or Touch only redelivers the task.
+// docs/redis.md ("Failover") has the measured trade-off.
+
+// ackRefresh is how often a process re-reads a queue's ReplicaAcks and
+// ReplicaAckTimeout from its config: a change of the Queue reaches every
+// API replica, worker and the manager within this time.
+const ackRefresh = 5 * time.Second
+
+// ackSetting is a queue's replica acknowledgement as read at read.
+type ackSetting struct {
+	sc   redis.Scripter // b.fast, or a *replicaAck
+	read time.Time
+}
+
+// writer returns the scripter of q's Submit and Complete batches: a
+// replicaAck when q's config sets ReplicaAcks, else b.fast. It reads the
+// config (one HMGET) on first use and then every ackRefresh.
+func (b *Broker) writer(ctx context.Context, q QueueRef) (redis.Scripter, error) {
+	qb := b.batchers(q)
+	now := b.clock.Now()
+	if s := qb.ack.Load(); s != nil && now.Sub(s.read) < ackRefresh {
+		return s.sc, nil
+	}
+	v, err := b.rdb.HMGet(ctx, keysFor(q).config(), cfgReplicaAcks, cfgReplicaAckTimeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the replica acknowledgement of %s: %w", q, err)
+	}
+	n, _ := strconv.Atoi(str(v[0]))
+	ms, _ := strconv.ParseInt(str(v[1]), 10, 64)
+	s := &ackSetting{sc: b.fast, read: now}
+	if n > 0 {
+		s.sc = &replicaAck{rdb: b.rdb, n: n, timeout: time.Duration(ms) * time.Millisecond}
+	}
+	qb.ack.Store(s)
+	return s.sc, nil
 }
 
 // replicaAck is a redis.Scripter that follows each script call with WAIT in
@@ -91,9 +128,13 @@ func (r *replicaAck) run(ctx context.Context, keys []string, call func(redis.Pip
 		return nil
 	}) // each command carries its own error
 	if cmd.Err() == nil {
-		if got, err := wait.Int64(); err != nil || got < int64(r.n) {
+		got, err := wait.Int64()
+		switch {
+		case err != nil:
+			cmd.SetErr(&Error{Code: CodeNotReplicated, Message: fmt.Sprintf("the write is on the master; WAIT failed: %v", err)})
+		case got < int64(r.n):
 			cmd.SetErr(&Error{Code: CodeNotReplicated,
-				Message: fmt.Sprintf("%d of %d replicas acknowledged the write within %v (%v)", got, r.n, r.timeout, err)})
+				Message: fmt.Sprintf("the write is on the master; %d of %d replicas acknowledged it within %v", got, r.n, r.timeout)})
 		}
 	}
 	return cmd

@@ -18,37 +18,82 @@ package broker
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 )
 
-// With WithReplicaAck a submission returns once the replica has it. With the
-// replica gone every submission fails with ErrNotReplicated (WAIT cannot
-// confirm even a replay); the failed one is on the master all the same, and
-// once the replica is back a retry with its key finds it.
+// replicaQueue ensures queue name with ReplicaAcks n and a timeout of 200 ms.
+func replicaQueue(t *testing.T, b *Broker, name string, n int) QueueRef {
+	t.Helper()
+	q := QueueRef{Namespace: "ns", Name: name}
+	cfg := DefaultQueueConfig()
+	cfg.ReplicaAcks, cfg.ReplicaAckTimeout = n, 200*time.Millisecond
+	if err := b.EnsureQueue(ctx, q, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// On a queue with ReplicaAcks 1 a submission and a completion return once
+// the replica has them. With the replica gone each fails with
+// ErrNotReplicated (WAIT cannot confirm even a replay); the failed one is on
+// the master all the same, and once the replica is back a retry with its key
+// finds it, and a retried completion returns the state it recorded.
 func TestReplicaAck(t *testing.T) {
 	t.Parallel()
 	s := redistest.StartSentinel(t, 1, 1)
-	b := New(s.Master.Client(), WithReplicaAck(1, 200*time.Millisecond))
-	q := QueueRef{Namespace: "ns", Name: "q"}
-	if err := b.EnsureQueue(ctx, q, DefaultQueueConfig()); err != nil {
-		t.Fatal(err)
-	}
+	b := New(s.Master.Client())
+	q := replicaQueue(t, b, "q", 1)
+	replica := s.Replicas[0].Client()
 	r, err := b.Submit(ctx, q, SubmitRequest{Type: "t", IdempotencyKey: "k1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Replicas[0].Client().Exists(ctx, keysFor(q).task(r.Task.ID)).Result(); err != nil || n != 1 {
+	if n, err := replica.Exists(ctx, keysFor(q).task(r.Task.ID)).Result(); err != nil || n != 1 {
 		t.Fatalf("the acknowledged task is not on the replica: %d %v", n, err)
 	}
+	ds, err := b.Read(ctx, q, "w", 1, 0)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("read: %v %v", ds, err)
+	}
+	sr, err := b.Start(ctx, q, "w", ds[0])
+	if err != nil || !sr.Run {
+		t.Fatalf("start: %+v %v", sr, err)
+	}
+	x := Execution{Delivery: ds[0], WorkerID: "w", Attempt: sr.Task.Attempt}
+	if st, err := b.Complete(ctx, q, x, Outcome{Result: []byte(`{"ok":true}`)}); err != nil || st != StateSucceeded {
+		t.Fatalf("complete: %v %v", st, err)
+	}
+	if st, err := replica.HGet(ctx, keysFor(q).task(r.Task.ID), "state").Result(); err != nil || st != string(StateSucceeded) {
+		t.Fatalf("the acknowledged completion is not on the replica: state %q %v", st, err)
+	}
+
+	r3, err := b.Submit(ctx, q, SubmitRequest{Type: "t", IdempotencyKey: "k3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err = b.Read(ctx, q, "w", 1, 0)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("read: %v %v", ds, err)
+	}
+	if sr, err = b.Start(ctx, q, "w", ds[0]); err != nil || !sr.Run {
+		t.Fatalf("start: %+v %v", sr, err)
+	}
+	x = Execution{Delivery: ds[0], WorkerID: "w", Attempt: sr.Task.Attempt}
 
 	s.Replicas[0].Kill()
 	for range 2 {
 		if _, err = b.Submit(ctx, q, SubmitRequest{Type: "t", IdempotencyKey: "k2"}); !errors.Is(err, ErrNotReplicated) {
 			t.Fatalf("submit with the replica down: %v, want ErrNotReplicated", err)
 		}
+	}
+	if _, err = b.Complete(ctx, q, x, Outcome{}); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("complete with the replica down: %v, want ErrNotReplicated", err)
 	}
 	s.Replicas[0].Restart()
 	deadline := time.Now().Add(30 * time.Second)
@@ -62,6 +107,41 @@ func TestReplicaAck(t *testing.T) {
 	if be := wantCode(t, err, CodeIdempotencyInProgress); be.TaskID == "" {
 		t.Fatalf("retry: %v, want the in-progress task of the first try", err)
 	}
+	if st, err := b.Complete(ctx, q, x, Outcome{}); err != nil || st != StateSucceeded {
+		t.Fatalf("retried complete: %v %v, want the recorded Succeeded", st, err)
+	}
+	if st, err := replica.HGet(ctx, keysFor(q).task(r3.Task.ID), "state").Result(); err != nil || st != string(StateSucceeded) {
+		t.Fatalf("the completion is not on the replica after the retry: state %q %v", st, err)
+	}
+}
+
+// A process picks up a change of the queue's ReplicaAcks within ackRefresh:
+// with no replica running, a submission succeeds while the queue asks for
+// none, fails once the changed config has been re-read, and succeeds again
+// after the queue is switched back.
+func TestReplicaAckFollowsQueueConfig(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	b := New(srv.Client(), WithClock(clk))
+	q := replicaQueue(t, b, "q", 0)
+	submit := func() error { _, err := b.Submit(ctx, q, SubmitRequest{Type: "t"}); return err }
+	if err := submit(); err != nil {
+		t.Fatal(err)
+	}
+	replicaQueue(t, b, "q", 1)
+	if err := submit(); err != nil {
+		t.Fatalf("before the refresh: %v, want the setting read before", err)
+	}
+	clk.Step(ackRefresh)
+	if err := submit(); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("after the refresh: %v, want ErrNotReplicated", err)
+	}
+	replicaQueue(t, b, "q", 0)
+	clk.Step(ackRefresh)
+	if err := submit(); err != nil {
+		t.Fatalf("switched back: %v", err)
+	}
 }
 
 // On a cluster WAIT runs on the master of the queue's slot: with no replicas,
@@ -69,16 +149,70 @@ func TestReplicaAck(t *testing.T) {
 func TestReplicaAckOnCluster(t *testing.T) {
 	t.Parallel()
 	cc := redistest.StartCluster(t, 3)
+	b := New(cc)
 	for n, want := range map[int]error{0: nil, 1: ErrNotReplicated} {
-		b := New(cc, WithReplicaAck(n, 50*time.Millisecond))
 		for _, name := range []string{"a", "b", "c", "d"} {
-			q := QueueRef{Namespace: "ns", Name: name}
-			if err := b.EnsureQueue(ctx, q, DefaultQueueConfig()); err != nil {
-				t.Fatal(err)
-			}
+			q := replicaQueue(t, b, name+strconv.Itoa(n), n)
 			if _, err := b.Submit(ctx, q, SubmitRequest{Type: "t"}); !errors.Is(err, want) {
 				t.Fatalf("%s with %d replicas required: %v, want %v", q, n, err, want)
 			}
 		}
+	}
+}
+
+// BenchmarkReplicaAck pairs a queue with ReplicaAcks 0 and one with 1 on the
+// same master with one replica (loopback): a serial Submit, 64 concurrent
+// Submits (batched, so one WAIT serves a batch), and a serial task's whole
+// cycle (Submit, Read, Start, Complete: two WAITs with ReplicaAcks 1; the
+// Read may return an earlier sub-benchmark's task).
+//
+//	go test ./internal/broker -run '^$' -bench ReplicaAck -count 3
+func BenchmarkReplicaAck(b *testing.B) {
+	s := redistest.StartSentinel(b, 1, 1)
+	eng := New(s.Master.Client())
+	for _, n := range []int{0, 1} {
+		q := QueueRef{Namespace: "ns", Name: "q" + strconv.Itoa(n)}
+		cfg := DefaultQueueConfig()
+		cfg.MaxDepth, cfg.ReplicaAcks = 1<<40, n
+		if err := eng.EnsureQueue(ctx, q, cfg); err != nil {
+			b.Fatal(err)
+		}
+		name := "replicaAcks=" + strconv.Itoa(n)
+		b.Run("submit/"+name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := eng.Submit(ctx, q, SubmitRequest{Type: "t"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("submit-parallel-64/"+name, func(b *testing.B) {
+			b.SetParallelism(32) // 64 goroutines on 2 CPUs
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := eng.Submit(ctx, q, SubmitRequest{Type: "t"}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+		b.Run("cycle/"+name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := eng.Submit(ctx, q, SubmitRequest{Type: "t"}); err != nil {
+					b.Fatal(err)
+				}
+				ds, err := eng.Read(ctx, q, "w", 1, 0)
+				if err != nil || len(ds) != 1 {
+					b.Fatalf("read: %v %v", ds, err)
+				}
+				sr, err := eng.Start(ctx, q, "w", ds[0])
+				if err != nil || !sr.Run {
+					b.Fatalf("start: %+v %v", sr, err)
+				}
+				if _, err := eng.Complete(ctx, q, Execution{Delivery: ds[0], WorkerID: "w", Attempt: sr.Task.Attempt}, Outcome{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

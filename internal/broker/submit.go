@@ -286,9 +286,9 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 		args = append(args, packItem(r.ID, r.IdempotencyKey, len(it.payload), r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(),
 			notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, r.Type, it.payload, it.meta, it.trace))
 	}
-	sc := b.fast
-	if b.replicaAck != nil {
-		sc = b.replicaAck
+	sc, err := b.writer(ctx, q)
+	if err != nil {
+		return nil, nil, err
 	}
 	v, err := submitBatchScript.Run(ctx, sc, keys, args...).Slice()
 	if err != nil {

@@ -40,6 +40,7 @@ const (
 	CodeQueueFull             = "QUEUE_FULL"              // 429: Retry-After says when to try again
 	CodeInternal              = "INTERNAL_ERROR"          // 500
 	CodeRedisUnavailable      = "REDIS_UNAVAILABLE"       // 503
+	CodeNotReplicated         = "NOT_REPLICATED"          // 503: no replica confirmed the write in time (Queue spec.durability); the task may exist, retry with the same idempotency key
 )
 
 // Error is an error answer of the API, whose body is {code, message, details,
@@ -60,7 +61,8 @@ type Error struct {
 	// TaskID is the task concerned: the in-flight task of
 	// IDEMPOTENCY_IN_PROGRESS, the task of CANCEL_REQUESTED and TASK_TERMINAL.
 	TaskID string `json:"-"`
-	// RetryAfter is how long to wait before submitting again (QUEUE_FULL).
+	// RetryAfter is how long to wait before submitting again (QUEUE_FULL,
+	// NOT_REPLICATED).
 	RetryAfter time.Duration `json:"-"`
 }
 
@@ -96,6 +98,7 @@ var (
 	ErrQueueFull             = &Error{Code: CodeQueueFull}
 	ErrInternal              = &Error{Code: CodeInternal}
 	ErrRedisUnavailable      = &Error{Code: CodeRedisUnavailable}
+	ErrNotReplicated         = &Error{Code: CodeNotReplicated}
 )
 
 // fillFromDetails sets TaskID and RetryAfter from the details the server sent.

@@ -23,6 +23,8 @@ import (
 	"net"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/broker"
 )
 
 // SkipRetry marks an error as permanent, even when it is also wrapped with
@@ -109,5 +111,8 @@ func isConnErr(err error) bool {
 		// Redis answering but not serving yet: a restart loading its AOF, a
 		// failover in progress, a cluster resharding.
 		redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsMasterDownError(err) ||
-		redis.IsClusterDownError(err) || redis.IsTryAgainError(err)
+		redis.IsClusterDownError(err) || redis.IsTryAgainError(err) ||
+		// A Queue with spec.durability.replicaAcks: the write is on the
+		// master, its replica has not confirmed it yet (a retry is a replay).
+		errors.Is(err, broker.ErrNotReplicated)
 }

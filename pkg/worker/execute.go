@@ -177,6 +177,11 @@ func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, 
 		s.logFor(e).Warn("Completion not recorded: another worker took the task over", "state", string(state))
 		return next
 	}
+	if errors.Is(err, broker.ErrNotReplicated) {
+		s.logFor(e).Warn("Completion recorded on the Redis master, but no replica acknowledged it in time; "+
+			"a failover before the replica has it runs the task again", "error", err)
+		return
+	}
 	if err != nil {
 		s.logFor(e).Error("Complete failed; the entry stays pending and will be redelivered", "error", err)
 		return next

@@ -18,13 +18,20 @@ limitations under the License.
 // tasks: one master, one replica and three sentinels (redis-server
 // --sentinel), producers submitting through the engine and workers of the
 // worker SDK running them, all through a redis+sentinel:// URL, while the
-// master is SIGKILLed mid-burst and Sentinel promotes the replica. The
+// master is SIGKILLed mid-burst and Sentinel promotes the replica (and, in
+// the two-failover variants, the same again with the restarted node). The
 // ledger (ledger_test.go), kept in this process, counts acknowledged
-// submissions that never ran and executions that ran twice.
+// submissions that never ran and executions that ran twice; the workers' own
+// dtq.complete spans (completions_test.go) say which completions a worker saw
+// acknowledged, whose task hash and idempotency record must survive.
 //
-// TestFailover runs one failover without and one with WithReplicaAck and
-// checks what must hold; BenchmarkFailover repeats every variant and prints
-// the table of docs/redis.md:
+// The replica acknowledgement variants set the queue's ReplicaAcks, the
+// config field the operator writes from a Queue's spec.durability.replicaAcks;
+// the engine of the producers and of the worker SDK read it from Redis.
+//
+// TestFailover runs one failover with async replication and two failovers
+// with replicaAcks 1 and checks what must hold; BenchmarkFailover repeats
+// every variant and prints the table of docs/redis.md:
 //
 //	go test ./test/failover -run '^$' -bench Failover -benchtime 1x
 package failover
@@ -36,6 +43,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,29 +63,36 @@ import (
 // variant is one way to run Redis and the engine through a failover.
 type variant struct {
 	name string
-	// replicaAck: Submit waits for one replica (broker.WithReplicaAck).
-	replicaAck bool
+	// replicaAcks: the queue's ReplicaAcks (a Queue's
+	// spec.durability.replicaAcks), with the default 1 s timeout.
+	replicaAcks int
 	// minReplicas: the data nodes refuse writes without a replica
 	// (min-replicas-to-write 1, min-replicas-max-lag 10).
 	minReplicas bool
+	// failovers: how many times the current master is SIGKILLed.
+	failovers int
 }
 
 var variants = []variant{
-	{name: "async replication (default)"},
-	{name: "min-replicas-to-write 1", minReplicas: true},
-	{name: "Submit waits for 1 replica (WithReplicaAck)", replicaAck: true},
+	{name: "async replication (default)", failovers: 1},
+	{name: "async replication, two failovers", failovers: 2},
+	{name: "min-replicas-to-write 1", minReplicas: true, failovers: 1},
+	{name: "durability.replicaAcks 1", replicaAcks: 1, failovers: 1},
+	{name: "durability.replicaAcks 1, two failovers", replicaAcks: 1, failovers: 2},
 }
 
 // outcome is what one failover did.
 type outcome struct {
-	acked       int           // submissions Redis acknowledged
-	gaveUp      int           // submissions still failing when the producers stopped
-	executions  int           // handler runs
-	missing     int           // acknowledged tasks absent from the promoted master
-	lost        []string      // acknowledged keys no handler ever ran
-	duplicated  []string      // keys a handler ran more than once
-	unavailable time.Duration // from the kill to the next acknowledged submission
-	failovers   int           // 1, or more when Sentinel failed over again
+	acked        int             // submissions Redis acknowledged
+	gaveUp       int             // submissions still failing when the producers stopped
+	executions   int             // handler runs
+	missing      int             // acknowledged tasks absent from the promoted master
+	lost         []string        // acknowledged keys no handler ever ran
+	duplicated   []string        // keys a handler ran more than once
+	finished     int             // acknowledged keys whose completion a worker saw acknowledged
+	lostFinished []string        // of those, the keys whose task hash or idempotency record is gone or not final
+	unavailable  []time.Duration // per kill: from the kill to the next acknowledged submission
+	failovers    int             // v.failovers, or more when Sentinel failed over again
 }
 
 const (
@@ -89,8 +104,10 @@ const (
 
 // runFailover starts the deployment, submits for a while, SIGKILLs the
 // master, lets Sentinel promote the replica, restarts the old master (it
-// rejoins as a replica, as a restarted pod would), submits a while more, and
-// waits until the workers have run everything that is left.
+// rejoins as a replica, as a restarted pod would), submits a while more
+// (v.failovers times; a second kill waits until the restarted node is a
+// replica Sentinel can promote), and waits until the workers have run
+// everything that is left.
 func runFailover(t testing.TB, v variant) outcome {
 	t.Helper()
 	// AOF on every data node, as in production: a restarted node comes back
@@ -109,25 +126,22 @@ func runFailover(t testing.TB, v variant) outcome {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	var bopts []broker.Option
-	if v.replicaAck {
-		bopts = append(bopts, broker.WithReplicaAck(1, 100*time.Millisecond))
-	}
-	eng := broker.New(rdb, bopts...)
+	eng := broker.New(rdb)
 	ref := broker.QueueRef{Namespace: ns, Name: q}
 	cfg := broker.DefaultQueueConfig()
 	cfg.MaxDepth, cfg.VisibilityTimeout = 1_000_000, visibility
+	cfg.ReplicaAcks = v.replicaAcks
 	if err := eng.EnsureQueue(t.Context(), ref, cfg); err != nil {
 		t.Fatal(err)
 	}
 
+	recordCompletions()
 	l := newLedger()
 	stopWorkers := startWorkers(t, url, l)
 	defer stopWorkers()
 
 	var out outcome
-	var killedAt atomic.Int64 // unix nanos; 0 before the kill
-	var firstAckAfter atomic.Int64
+	var g gap
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var gaveUp atomic.Int64
@@ -140,34 +154,36 @@ func runFailover(t testing.TB, v variant) outcome {
 				case <-time.After(2 * time.Millisecond): // about 4,000 submissions/s in all
 				}
 				key := fmt.Sprintf("p%d-%06d", p, i)
-				started := time.Now().UnixNano()
-				if !submit(t.Context(), eng, ref, key, l, stop) {
+				started := time.Now()
+				if !submit(traced(t.Context()), eng, ref, key, l, stop) {
 					gaveUp.Add(1)
 					return
 				}
-				if k := killedAt.Load(); k != 0 && started > k {
-					firstAckAfter.CompareAndSwap(0, time.Now().UnixNano())
-				}
+				g.acked(started)
 			}
 		})
 	}
-	time.Sleep(1500 * time.Millisecond)
-	old := s.Master
-	killedAt.Store(time.Now().UnixNano())
-	old.Kill()
-	promoted := s.WaitPromoted(t, old)
-	old.Restart() // Sentinel makes it a replica of the new master
-	deadline := time.Now().Add(30 * time.Second)
-	for firstAckAfter.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	master := s.Master
+	for i := range v.failovers {
+		time.Sleep(1500 * time.Millisecond)
+		if i > 0 {
+			s.WaitReplicas(t, master, 1)
+		}
+		g.kill()
+		master.Kill()
+		promoted := s.WaitPromoted(t, master)
+		master.Restart()             // Sentinel makes it a replica of the new master
+		d, ok := g.wait(time.Minute) // with replicaAcks, until the restarted node has resynced
+		if !ok {
+			close(stop)
+			t.Fatalf("no submission was acknowledged within a minute of kill %d (promoted %s)", i+1, promoted.Addr)
+		}
+		out.unavailable = append(out.unavailable, d)
+		master = promoted
 	}
 	time.Sleep(time.Second)
 	close(stop)
 	wg.Wait()
-	if firstAckAfter.Load() == 0 {
-		t.Fatalf("no submission was acknowledged within 30 s of the kill (promoted %s)", promoted.Addr)
-	}
-	out.unavailable = time.Duration(firstAckAfter.Load() - killedAt.Load())
 	out.gaveUp = int(gaveUp.Load())
 
 	drain(t, eng, ref, l)
@@ -190,7 +206,72 @@ func runFailover(t testing.TB, v variant) outcome {
 			t.Fatal(err)
 		}
 	}
+	if out.finished, out.lostFinished, err = lostFinished(t.Context(), eng, ref, acked, completed.acknowledged); err != nil {
+		t.Fatal(err)
+	}
 	return out
+}
+
+// gap measures, for each kill, the time from the kill to the first
+// acknowledged submission that started after it.
+type gap struct {
+	mu               sync.Mutex
+	killed, firstAck time.Time
+}
+
+func (g *gap) kill() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.killed, g.firstAck = time.Now(), time.Time{}
+}
+
+// acked notes a submission started at started that Redis acknowledged now.
+func (g *gap) acked(started time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.killed.IsZero() && started.After(g.killed) && g.firstAck.IsZero() {
+		g.firstAck = time.Now()
+	}
+}
+
+// wait waits up to d for the first acknowledgement after the last kill.
+func (g *gap) wait(d time.Duration) (time.Duration, bool) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		g.mu.Lock()
+		killed, first := g.killed, g.firstAck
+		g.mu.Unlock()
+		if !first.IsZero() {
+			return first.Sub(killed), true
+		}
+	}
+	return 0, false
+}
+
+// lostFinished returns how many of the acknowledged tasks (key -> task ID)
+// a worker saw completed (done), and the keys of those whose task hash is
+// gone or not finished, or whose idempotency record is gone, names another
+// task or is still processing: a finished record the failover lost.
+func lostFinished(ctx context.Context, eng *broker.Broker, ref broker.QueueRef, acked map[string]string,
+	done func(taskID string) bool) (finished int, lost []string, err error) {
+	for key, id := range acked {
+		if !done(id) {
+			continue
+		}
+		finished++
+		ti, err := eng.GetTask(ctx, ref, id)
+		if err != nil && !errors.Is(err, broker.ErrTaskNotFound) {
+			return 0, nil, err
+		}
+		rec, rerr := eng.Idempotency(ctx, ref, key)
+		if rerr != nil && !errors.Is(rerr, broker.ErrTaskNotFound) {
+			return 0, nil, rerr
+		}
+		if err != nil || !ti.State.Terminal() || rerr != nil || rec.TaskID != id || rec.State == broker.IdempotencyProcessing {
+			lost = append(lost, key)
+		}
+	}
+	slices.Sort(lost)
+	return finished, lost, nil
 }
 
 // submit submits key until Redis acknowledges it (a retry with the key is a
@@ -264,12 +345,13 @@ func drain(t testing.TB, eng *broker.Broker, ref broker.QueueRef, l *ledger) {
 	t.Fatalf("the queue did not drain within 2 minutes: %+v %v", st, err)
 }
 
-// One failover with async replication and one with WithReplicaAck. Loss
+// One failover with async replication, and two with replicaAcks 1. Loss
 // with async replication is allowed (it is what the benchmark measures), but
-// an acknowledged task that survived on the promoted master must run, and
-// with WithReplicaAck no acknowledged task may be missing or lost.
+// an acknowledged task that survived on the promoted master must run; with
+// replicaAcks 1 no acknowledged task may be missing or lost and no finished
+// record whose completion was acknowledged may be lost.
 func TestFailover(t *testing.T) {
-	for _, v := range []variant{variants[0], variants[2]} {
+	for _, v := range []variant{variants[0], variants[4]} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			o := runFailover(t, v)
@@ -278,21 +360,32 @@ func TestFailover(t *testing.T) {
 				t.Errorf("%d acknowledged tasks never ran, but only %d are missing from the promoted master: %v",
 					len(o.lost), o.missing, head(o.lost))
 			}
-			if v.replicaAck && (o.missing > 0 || len(o.lost) > 0) {
-				t.Errorf("with WithReplicaAck, %d acknowledged tasks are missing and %d never ran: %v", o.missing, len(o.lost), head(o.lost))
+			if o.finished == 0 {
+				t.Errorf("no completion was seen acknowledged: the finished records were not checked")
+			}
+			if v.replicaAcks > 0 && (o.missing > 0 || len(o.lost) > 0 || len(o.lostFinished) > 0) {
+				t.Errorf("with replicaAcks %d, %d acknowledged tasks are missing, %d never ran, %d finished records are lost: %v %v",
+					v.replicaAcks, o.missing, len(o.lost), len(o.lostFinished), head(o.lost), head(o.lostFinished))
 			}
 		})
 	}
 }
 
 func (o outcome) String() string {
-	return fmt.Sprintf("acknowledged %d (gave up %d), executions %d, missing after failover %d, lost %d, duplicated %d, no acknowledged submission for %v, failovers %d",
-		o.acked, o.gaveUp, o.executions, o.missing, len(o.lost), len(o.duplicated), o.unavailable.Round(time.Millisecond), o.failovers)
+	gaps := make([]string, len(o.unavailable))
+	for i, d := range o.unavailable {
+		gaps[i] = d.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("acknowledged %d (gave up %d), executions %d, missing after failover %d, lost %d, duplicated %d, "+
+		"finished %d, finished records lost %d, no acknowledged submission for %s, failovers %d",
+		o.acked, o.gaveUp, o.executions, o.missing, len(o.lost), len(o.duplicated), o.finished, len(o.lostFinished),
+		strings.Join(gaps, " + "), o.failovers)
 }
 
 func head(s []string) []string { return s[:min(len(s), 10)] }
 
-// BenchmarkFailover runs every variant DTQ_BENCH_RUNS times (default 3) and
+// BenchmarkFailover runs every variant (a sub-benchmark each, so -bench
+// 'Failover/replicaAcks' picks some) DTQ_BENCH_RUNS times (default 3) and
 // prints one row per variant with the totals.
 func BenchmarkFailover(b *testing.B) {
 	logging.Disable() // go-redis logs every refused dial during a failover
@@ -300,19 +393,25 @@ func BenchmarkFailover(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("DTQ_BENCH_RUNS")); err == nil && v > 0 {
 		runs = v
 	}
-	fmt.Printf("\n%d failovers per variant; %d producers at about 4,000 submissions/s; 1 master, 1 replica, 3 sentinels (down-after 1 s)\n\n", runs, producers)
-	fmt.Println("| variant | acknowledged | missing after failover | lost (never ran) | duplicated (ran twice) | no acknowledged submission for | failovers |")
-	fmt.Println("|---|---:|---:|---:|---:|---|---:|")
+	fmt.Printf("\n%d runs per variant; %d producers at about 4,000 submissions/s; 1 master, 1 replica, 3 sentinels (down-after 1 s)\n\n", runs, producers)
+	fmt.Println("| variant | acknowledged | missing after failover | lost (never ran) | duplicated (ran twice) | " +
+		"finished (completion acknowledged) | finished records lost | no acknowledged submission for | failovers |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---|---:|")
 	for _, v := range variants {
-		var acked, missing, lost, dup, failovers int
-		var gaps []string
-		for range runs {
-			o := runFailover(b, v)
-			acked, missing, lost, dup = acked+o.acked, missing+o.missing, lost+len(o.lost), dup+len(o.duplicated)
-			failovers += o.failovers
-			gaps = append(gaps, o.unavailable.Round(100*time.Millisecond).String())
-			fmt.Fprintf(os.Stderr, "%s: %s\n", v.name, o)
-		}
-		fmt.Printf("| %s | %d | %d | %d | %d | %s | %d |\n", v.name, acked, missing, lost, dup, strings.Join(gaps, ", "), failovers)
+		b.Run(v.name, func(b *testing.B) {
+			var acked, missing, lost, dup, finished, lostFinished, failovers int
+			var gaps []string
+			for range runs {
+				o := runFailover(b, v)
+				acked, missing, lost, dup = acked+o.acked, missing+o.missing, lost+len(o.lost), dup+len(o.duplicated)
+				finished, lostFinished, failovers = finished+o.finished, lostFinished+len(o.lostFinished), failovers+o.failovers
+				for _, d := range o.unavailable {
+					gaps = append(gaps, d.Round(100*time.Millisecond).String())
+				}
+				fmt.Fprintf(os.Stderr, "%s: %s\n", v.name, o)
+			}
+			fmt.Printf("| %s | %d | %d | %d | %d | %d | %d | %s | %d |\n", v.name, acked, missing, lost, dup, finished, lostFinished,
+				strings.Join(gaps, ", "), failovers)
+		})
 	}
 }

@@ -300,7 +300,9 @@ func (s *Server) RestartAfter(d time.Duration) {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	s.t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	if !s.pingUntil(exited, 5*time.Second) {
+	// A node with AOF loads its data first; on a busy machine that can take
+	// longer than a fresh start.
+	if !s.pingUntil(exited, 30*time.Second) {
 		s.t.Fatalf("redis-server did not restart: %s", s.stderr.String())
 	}
 }

@@ -143,6 +143,36 @@ func (s *Sentinel) WaitPromoted(t testing.TB, old *Server) *Server {
 	return promoted
 }
 
+// WaitReplicas waits until master has n replicas in sync and every sentinel
+// sees n replicas of it up with their link to it ok, so that a failover of
+// master can promote one of them.
+func (s *Sentinel) WaitReplicas(t testing.TB, master *Server, n int) {
+	t.Helper()
+	waitFor(t, "replicas in sync and known to the sentinels", func() bool {
+		info, err := master.Client().Info(context.Background(), "replication").Result()
+		if err != nil || strings.Count(info, "state=online") < n {
+			return false
+		}
+		for _, sn := range s.Sentinels {
+			var rs []map[string]string
+			err := withSentinel(sn, func(c *redis.SentinelClient) (err error) {
+				rs, err = c.Replicas(context.Background(), s.MasterName).Result()
+				return err
+			})
+			up := 0
+			for _, r := range rs {
+				if r["flags"] == "slave" && r["master-link-status"] == "ok" {
+					up++
+				}
+			}
+			if err != nil || up < n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // Failovers is the number of failovers of the master so far (the sentinels'
 // config epoch), as the first sentinel that answers reports it.
 func (s *Sentinel) Failovers() (int, error) {
