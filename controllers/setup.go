@@ -205,13 +205,13 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 	if err := mgr.Add(loops); err != nil {
 		return fmt.Errorf("add queue loops: %w", err)
 	}
-	qc := &queueCollector{reader: mgr.GetClient(), engine: opts.Engine, clock: opts.Clock, elected: mgr.Elected()}
+	qc := newQueueCollector(mgr.GetClient(), opts.Engine, opts.Clock, mgr.Elected())
 	// The last manager set up in a process exports (tests set up several).
 	ctrlmetrics.Registry.Unregister(qc)
 	if err := ctrlmetrics.Registry.Register(qc); err != nil {
 		return fmt.Errorf("register queue metrics: %w", err)
 	}
-	sc := &scheduleCollector{reader: mgr.GetClient(), elected: mgr.Elected()}
+	sc := newScheduleCollector(mgr.GetClient(), mgr.Elected())
 	ctrlmetrics.Registry.Unregister(sc)
 	if err := ctrlmetrics.Registry.Register(sc); err != nil {
 		return fmt.Errorf("register schedule metrics: %w", err)

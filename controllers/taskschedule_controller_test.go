@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/testutil"
@@ -390,6 +391,10 @@ func expectOutage(nsPrefix string, killedMidSlot bool) {
 	}
 	stop()
 
+	names := map[dtqv1alpha1.CatchUpPolicy]string{}
+	for p, ts := range schedules {
+		names[p] = ts.Name
+	}
 	lastRun, ran := first, 1
 	if killedMidSlot {
 		By("the second slot's Task created, its cursor not written")
@@ -429,4 +434,13 @@ func expectOutage(nsPrefix string, killedMidSlot bool) {
 			return notes
 		}).Should(ConsistOf(HavePrefix(fmt.Sprintf("Missed %d slot(s),", missed))), string(p))
 	}
+
+	By("the missed-slots metric says the same")
+	want := map[string]float64{}
+	for p, n := range policies {
+		want["dtq_schedule_missed_slots_total{schedule="+names[p]+"}"] = float64(10 - n)
+	}
+	mfs, err := ctrlmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(testutil.Series(mfs, "dtq_schedule_missed_slots_total", ns)).To(Equal(want))
 }
