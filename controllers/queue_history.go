@@ -91,6 +91,9 @@ func (h *queueHistory) sample(ctx context.Context) {
 	sem := make(chan struct{}, metricsReadConcurrency)
 	var wg sync.WaitGroup
 	for i := range queues.Items {
+		if !queues.Items[i].DeletionTimestamp.IsZero() {
+			continue // its keys are going (the engine also refuses a sample of a deleted queue)
+		}
 		ref := queueRefOf(&queues.Items[i])
 		wg.Go(func() {
 			sem <- struct{}{}

@@ -63,26 +63,43 @@ func historySampleOf(m QueueMetrics) HistorySample {
 	return s
 }
 
+// appendHistoryScript appends a sample to a queue's history unless the
+// queue is gone: DeleteQueue deletes the config first and every key of the
+// queue after, so a sample read before a deletion is never left behind.
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:config
+// KEYS[2]        -> dtq:{<ns>/<q>}:history
+//
+// ARGV[1]        -> samples kept (XADD MAXLEN)
+// ARGV[2]        -> TTL of the history, milliseconds
+// ARGV[3..]      -> the sample's field, value pairs (historyFields)
+//
+// Returns 1 when appended, 0 when the queue has no config.
+var appendHistoryScript = redis.NewScript(`
+if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
+redis.call("XADD", KEYS[2], "MAXLEN", ARGV[1], "*", unpack(ARGV, 3))
+redis.call("PEXPIRE", KEYS[2], ARGV[2])
+return 1
+`)
+
 // RecordHistory reads q's backlog and counters (QueueMetrics) and appends
 // them as a sample to q's history, the stream dtq:{ns/q}:history, which keeps
-// the newest keep samples (XADD MAXLEN) and expires ttl after the last one,
-// so the history of a queue no longer sampled (deleted meanwhile) goes too.
-// Two commands and a script call; nothing on the task path.
+// the newest keep samples and expires ttl after the last one, so the history
+// of a queue no longer sampled goes too; a queue deleted meanwhile gets none
+// (appendHistoryScript). Two script calls; nothing on the task path.
 func (b *Broker) RecordHistory(ctx context.Context, q QueueRef, keep int64, ttl time.Duration) error {
 	m, err := b.QueueMetrics(ctx, q)
 	if err != nil {
 		return err
 	}
 	s := historySampleOf(m)
-	vals := make([]any, 0, 2*len(historyFields))
+	args := make([]any, 0, 2+2*len(historyFields))
+	args = append(args, keep, ttl.Milliseconds())
 	for i, v := range s.values() {
-		vals = append(vals, historyFields[i], *v)
+		args = append(args, historyFields[i], *v)
 	}
-	key := keysFor(q).history()
-	pipe := b.rdb.Pipeline()
-	pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: keep, Values: vals})
-	pipe.PExpire(ctx, key, ttl)
-	if _, err := pipe.Exec(ctx); err != nil {
+	k := keysFor(q)
+	if err := appendHistoryScript.Run(ctx, b.rdb, []string{k.config(), k.history()}, args...).Err(); err != nil {
 		return fmt.Errorf("broker: record history of %s: %w", q, err)
 	}
 	return nil

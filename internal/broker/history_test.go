@@ -88,6 +88,17 @@ func TestHistory(t *testing.T) {
 	if ttl := e.rdb.PTTL(ctx, keysFor(e.q).history()).Val(); ttl <= 0 || ttl > time.Hour {
 		t.Errorf("history TTL %v, want up to an hour", ttl)
 	}
+
+	// A sample of a queue deleted meanwhile is not written: no key is left.
+	if _, err := e.b.DeleteQueue(ctx, e.q); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.RecordHistory(ctx, e.q, 3, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.rdb.Exists(ctx, keysFor(e.q).history()).Val(); n != 0 {
+		t.Errorf("a deleted queue's history was written again")
+	}
 }
 
 // The default history (360 samples) of a busy queue stays small: a stream
