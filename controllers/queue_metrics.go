@@ -81,33 +81,52 @@ var (
 		broker.StateCancelled, broker.StateExpired}
 )
 
-// queueCollector is the manager's Prometheus collector of per-queue series.
-// On each scrape, and only in the elected leader, it lists the Queues from
-// the cache, reads each one's backlog and counters from Redis
-// (Engine.QueueMetrics, metricsReadConcurrency at a time) and its workers
-// from its status. The counters live in Redis, so they are the queue's totals
-// whichever API replica, manager or worker did the work.
-type queueCollector struct {
-	reader  client.Reader
-	engine  Engine
-	clock   clock.PassiveClock
+// electedCollector is a Prometheus collector of the series descs that only
+// the elected manager exports: a standby one exports none, so a series is
+// not doubled by every manager replica. On each scrape it runs collect with
+// a context bounded by metricsReadTimeout.
+type electedCollector struct {
+	descs   []*prometheus.Desc
 	elected <-chan struct{}
+	collect func(ctx context.Context, ch chan<- prometheus.Metric)
 }
 
-func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range queueDescs {
+func (c *electedCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
 		ch <- d
 	}
 }
 
-func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *electedCollector) Collect(ch chan<- prometheus.Metric) {
 	select {
 	case <-c.elected:
 	default:
-		return // a standby manager exports no queue series
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), metricsReadTimeout)
 	defer cancel()
+	c.collect(ctx, ch)
+}
+
+// queueCollector collects the per-queue series: on each scrape, in the
+// elected leader, it lists the Queues from the cache, reads each one's
+// backlog and counters from Redis (Engine.QueueMetrics,
+// metricsReadConcurrency at a time) and its workers from its status. The
+// counters live in Redis, so they are the queue's totals whichever API
+// replica, manager or worker did the work.
+type queueCollector struct {
+	reader client.Reader
+	engine Engine
+	clock  clock.PassiveClock
+}
+
+// newQueueCollector is the manager's collector of per-queue series.
+func newQueueCollector(reader client.Reader, engine Engine, clk clock.PassiveClock, elected <-chan struct{}) prometheus.Collector {
+	c := &queueCollector{reader: reader, engine: engine, clock: clk}
+	return &electedCollector{descs: queueDescs, elected: elected, collect: c.collect}
+}
+
+func (c *queueCollector) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	var queues dtqv1alpha1.QueueList
 	if err := c.reader.List(ctx, &queues); err != nil {
 		ch <- prometheus.NewInvalidMetric(workersReadyDesc, err)

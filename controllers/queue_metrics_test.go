@@ -21,6 +21,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/dtq-dev/dtq/internal/broker"
@@ -82,7 +83,10 @@ var _ = Describe("Queue metrics", func() {
 
 		By("exporting nothing from a manager that is not the leader")
 		standby := prometheus.NewPedanticRegistry()
-		Expect(standby.Register(&queueCollector{reader: k8sClient, engine: engine, elected: make(chan struct{})})).To(Succeed())
-		Expect(queueSeries(Default, standby, ns)).To(BeEmpty())
+		Expect(standby.Register(newQueueCollector(k8sClient, engine, clock.RealClock{}, make(chan struct{})))).To(Succeed())
+		Expect(standby.Register(newScheduleCollector(k8sClient, make(chan struct{})))).To(Succeed())
+		mfs, err := standby.Gather()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mfs).To(BeEmpty())
 	})
 })

@@ -54,6 +54,7 @@ type Engine interface {
 	DeleteQueue(ctx context.Context, q broker.QueueRef) (int, error)
 	QueueMetrics(ctx context.Context, q broker.QueueRef) (broker.QueueMetrics, error)
 	Workers(ctx context.Context, q broker.QueueRef) ([]broker.WorkerInfo, error)
+	RecordHistory(ctx context.Context, q broker.QueueRef, keep int64, ttl time.Duration) error
 }
 
 // Defaults of Options.
@@ -101,6 +102,8 @@ type Options struct {
 	RedisUserResync time.Duration
 	// QueueConcurrency is how many Queues are reconciled at once.
 	QueueConcurrency int
+	// History configures the sampling of the queues' history.
+	History HistoryOptions
 }
 
 func (o Options) withDefaults(rdb redis.UniversalClient) Options {
@@ -131,6 +134,12 @@ func (o Options) withDefaults(rdb redis.UniversalClient) Options {
 	if o.RedisUserResync == 0 {
 		o.RedisUserResync = DefaultRedisUserResync
 	}
+	if o.History.Interval == 0 {
+		o.History.Interval = DefaultHistoryInterval
+	}
+	if o.History.Samples <= 0 {
+		o.History.Samples = DefaultHistorySamples
+	}
 	return o
 }
 
@@ -160,7 +169,7 @@ func hasLabel(key string) labels.Requirement {
 // Setup registers the dtq controllers and runnables with mgr: the Queue,
 // Task and TaskSchedule reconcilers, the namespaces' Redis users (with Workers.Isolation), the
 // leader-elected per-queue loops (status syncer and delay/retry scheduler),
-// and the per-queue metrics on controller-runtime's registry (served on the
+// the sampler of the queues' history, and the per-queue metrics on controller-runtime's registry (served on the
 // manager's metrics endpoint). rdb is the queues' Redis. mgr's cache must use
 // CacheOptions.
 func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
@@ -205,13 +214,20 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, opts Options) error {
 	if err := mgr.Add(loops); err != nil {
 		return fmt.Errorf("add queue loops: %w", err)
 	}
-	qc := &queueCollector{reader: mgr.GetClient(), engine: opts.Engine, clock: opts.Clock, elected: mgr.Elected()}
+	if opts.History.Interval > 0 {
+		history := &queueHistory{reader: mgr.GetClient(), engine: opts.Engine, clock: opts.Clock,
+			interval: opts.History.Interval, samples: opts.History.Samples}
+		if err := mgr.Add(history); err != nil {
+			return fmt.Errorf("add queue history: %w", err)
+		}
+	}
+	qc := newQueueCollector(mgr.GetClient(), opts.Engine, opts.Clock, mgr.Elected())
 	// The last manager set up in a process exports (tests set up several).
 	ctrlmetrics.Registry.Unregister(qc)
 	if err := ctrlmetrics.Registry.Register(qc); err != nil {
 		return fmt.Errorf("register queue metrics: %w", err)
 	}
-	sc := &scheduleCollector{reader: mgr.GetClient(), elected: mgr.Elected()}
+	sc := newScheduleCollector(mgr.GetClient(), mgr.Elected())
 	ctrlmetrics.Registry.Unregister(sc)
 	if err := ctrlmetrics.Registry.Register(sc); err != nil {
 		return fmt.Errorf("register schedule metrics: %w", err)

@@ -94,7 +94,7 @@ func (r *TaskScheduleReconciler) reconcile(ctx context.Context, ts *dtqv1alpha1.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	plan := planSlots(sched, &ts.Spec, scheduleCursor(ts), now)
+	plan := planSlots(sched, &ts.Spec, scheduleCursor(ts), now, runs.slots(ts))
 	if err := r.runSlots(ctx, ts, next, runs, plan); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -17,17 +17,21 @@ limitations under the License.
 package controllers
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/testutil"
@@ -274,53 +278,11 @@ var _ = Describe("TaskSchedule", func() {
 	})
 
 	It("after a 10-slot outage runs 0 under Skip, 1 under RunLatest, 3 under RunAll with maxRuns 3", func() {
-		stopTheManager()
-		ns := newNamespace("sched-outage")
-		policies := map[dtqv1alpha1.CatchUpPolicy]int{
-			dtqv1alpha1.CatchUpSkip: 0, dtqv1alpha1.CatchUpRunLatest: 1, dtqv1alpha1.CatchUpRunAll: 3,
-		}
-		var clock *clocktesting.FakeClock
-		var first time.Time
-		schedules := map[dtqv1alpha1.CatchUpPolicy]*dtqv1alpha1.TaskSchedule{}
-		for _, p := range []dtqv1alpha1.CatchUpPolicy{dtqv1alpha1.CatchUpSkip, dtqv1alpha1.CatchUpRunLatest, dtqv1alpha1.CatchUpRunAll} {
-			ts := newSchedule(ns, map[dtqv1alpha1.CatchUpPolicy]string{"Skip": "skip", "RunLatest": "run-latest", "RunAll": "run-all"}[p])
-			ts.Spec.CatchUp = &dtqv1alpha1.CatchUp{Policy: p, MaxRuns: 3}
-			// Every minute has a slot within a 60s deadline of any time; 30s
-			// leaves the moment the managers come back with none on time.
-			ts.Spec.StartingDeadlineSeconds = ptr.To(int64(30))
-			c, f := createSchedule(ts)
-			if clock == nil {
-				clock, first = c, f
-			}
-			schedules[p] = ts
-		}
-		stop := startManagerWith(Options{Clock: clock})
-		for _, ts := range schedules {
-			Eventually(runsOf(ts)).Should(HaveKey(runName(ts, first)))
-			// The first slot is recorded before the outage: a cursor still
-			// behind it would make the outage eleven slots.
-			Eventually(func(g Gomega) time.Time {
-				st := scheduleStatus(ts)(g)
-				g.Expect(st.LastScheduleTime).NotTo(BeNil())
-				return st.LastScheduleTime.Time
-			}).Should(BeTemporally("==", first))
-		}
-		stop()
+		expectOutage("sched-outage", false)
+	})
 
-		By("ten slots pass while no manager runs; the newest is 40s late")
-		clock.SetTime(first.Add(10*time.Minute + 40*time.Second))
-		DeferCleanup(startManagerWith(Options{Clock: clock}))
-		for p, ts := range schedules {
-			Eventually(func(g Gomega) int64 { return scheduleStatus(ts)(g).MissedSlots }).Should(Equal(int64(10-policies[p])), string(p))
-			Consistently(func(g Gomega) int { return len(runsOf(ts)(g)) }, time.Second).Should(Equal(1+policies[p]), string(p))
-			st := scheduleStatus(ts)(Default)
-			Expect(st.LastSkipReason).To(Equal(dtqv1alpha1.ReasonMissedDeadline))
-			Expect(st.LastScheduleTime.Time).To(BeTemporally("==", first.Add(10*time.Minute)))
-			runs := runsOf(ts)(Default)
-			for i := range policies[p] {
-				Expect(runs).To(HaveKey(runName(ts, first.Add(time.Duration(10-i)*time.Minute))), "%s runs the newest", p)
-			}
-		}
+	It("counts the same after an outage that began between a slot's Task and its cursor write", func() {
+		expectOutage("sched-outage-mid", true)
 	})
 
 	It("counts suspended slots, resumes without a burst, and runs a manual trigger once", func() {
@@ -386,3 +348,99 @@ var _ = Describe("TaskSchedule", func() {
 		}).Should(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", dtqv1alpha1.ReasonInvalidSchedule)))
 	})
 })
+
+// expectOutage runs three every-minute schedules (Skip, RunLatest, RunAll
+// with maxRuns 3) to their first slot, stops the manager, lets ten slots pass
+// and starts it again: the newest slot is 40s late with a 30s deadline, so
+// the policies run 0, 1 and 3 of the ten and count the others missed, in
+// status and in one Warning Event each. With killedMidSlot the manager stopped
+// later, in the second slot, after creating its Task but before writing the
+// cursor (the Task is created here as the controller does): that slot counts
+// as run, and the outage is the ten slots after it.
+func expectOutage(nsPrefix string, killedMidSlot bool) {
+	stopTheManager()
+	ns := newNamespace(nsPrefix)
+	policies := map[dtqv1alpha1.CatchUpPolicy]int{
+		dtqv1alpha1.CatchUpSkip: 0, dtqv1alpha1.CatchUpRunLatest: 1, dtqv1alpha1.CatchUpRunAll: 3,
+	}
+	var clock *clocktesting.FakeClock
+	var first time.Time
+	schedules := map[dtqv1alpha1.CatchUpPolicy]*dtqv1alpha1.TaskSchedule{}
+	for _, p := range []dtqv1alpha1.CatchUpPolicy{dtqv1alpha1.CatchUpSkip, dtqv1alpha1.CatchUpRunLatest, dtqv1alpha1.CatchUpRunAll} {
+		ts := newSchedule(ns, map[dtqv1alpha1.CatchUpPolicy]string{"Skip": "skip", "RunLatest": "run-latest", "RunAll": "run-all"}[p])
+		ts.Spec.CatchUp = &dtqv1alpha1.CatchUp{Policy: p, MaxRuns: 3}
+		// Every minute has a slot within a 60s deadline of any time; 30s
+		// leaves the moment the managers come back with none on time.
+		ts.Spec.StartingDeadlineSeconds = ptr.To(int64(30))
+		c, f := createSchedule(ts)
+		if clock == nil {
+			clock, first = c, f
+		}
+		schedules[p] = ts
+	}
+	stop := startManagerWith(Options{Clock: clock})
+	for _, ts := range schedules {
+		Eventually(runsOf(ts)).Should(HaveKey(runName(ts, first)))
+		// The first slot is recorded before the outage: a cursor still
+		// behind it would make the outage eleven slots.
+		Eventually(func(g Gomega) time.Time {
+			st := scheduleStatus(ts)(g)
+			g.Expect(st.LastScheduleTime).NotTo(BeNil())
+			return st.LastScheduleTime.Time
+		}).Should(BeTemporally("==", first))
+	}
+	stop()
+
+	names := map[dtqv1alpha1.CatchUpPolicy]string{}
+	for p, ts := range schedules {
+		names[p] = ts.Name
+	}
+	lastRun, ran := first, 1
+	if killedMidSlot {
+		By("the second slot's Task created, its cursor not written")
+		lastRun, ran = first.Add(time.Minute), 2
+		for _, ts := range schedules {
+			task := desiredRunTask(ts, lastRun, 0)
+			Expect(controllerutil.SetControllerReference(ts, task, scheme)).To(Succeed())
+			Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		}
+	}
+
+	By("ten slots pass while no manager runs; the newest is 40s late")
+	newest := lastRun.Add(10 * time.Minute)
+	clock.SetTime(newest.Add(40 * time.Second))
+	DeferCleanup(startManagerWith(Options{Clock: clock}))
+	for p, ts := range schedules {
+		missed := 10 - policies[p]
+		Eventually(func(g Gomega) int64 { return scheduleStatus(ts)(g).MissedSlots }).Should(Equal(int64(missed)), string(p))
+		Consistently(func(g Gomega) int { return len(runsOf(ts)(g)) }, time.Second).Should(Equal(ran+policies[p]), string(p))
+		st := scheduleStatus(ts)(Default)
+		Expect(st.Runs).To(Equal(int64(ran+policies[p])), string(p))
+		Expect(st.LastSkipReason).To(Equal(dtqv1alpha1.ReasonMissedDeadline))
+		Expect(st.LastScheduleTime.Time).To(BeTemporally("==", newest))
+		runs := runsOf(ts)(Default)
+		for i := range policies[p] {
+			Expect(runs).To(HaveKey(runName(ts, newest.Add(-time.Duration(i)*time.Minute))), "%s runs the newest", p)
+		}
+		Eventually(func(g Gomega) []string {
+			var notes []string
+			var evs eventsv1.EventList
+			g.Expect(k8sClient.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+			for _, e := range evs.Items {
+				if e.Regarding.Name == ts.Name && e.Reason == dtqv1alpha1.ReasonMissedDeadline {
+					notes = append(notes, e.Note)
+				}
+			}
+			return notes
+		}).Should(ConsistOf(HavePrefix(fmt.Sprintf("Missed %d slot(s),", missed))), string(p))
+	}
+
+	By("the missed-slots metric says the same")
+	want := map[string]float64{}
+	for p, n := range policies {
+		want["dtq_schedule_missed_slots_total{schedule="+names[p]+"}"] = float64(10 - n)
+	}
+	mfs, err := ctrlmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(testutil.Series(mfs, "dtq_schedule_missed_slots_total", ns)).To(Equal(want))
+}

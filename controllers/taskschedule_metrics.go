@@ -48,28 +48,21 @@ var (
 		scheduleNextDesc, scheduleSuspendedDesc}
 )
 
-// scheduleCollector exports the TaskSchedules' status counters on each scrape,
-// in the elected leader only. The counters are status fields, so they are the
-// schedule's totals whichever manager handled the slots, and survive restarts.
+// scheduleCollector collects the TaskSchedules' status counters on each
+// scrape, in the elected leader. The counters are status fields, so they are
+// the schedule's totals whichever manager handled the slots, and survive
+// restarts.
 type scheduleCollector struct {
-	reader  client.Reader
-	elected <-chan struct{}
+	reader client.Reader
 }
 
-func (c *scheduleCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range scheduleDescs {
-		ch <- d
-	}
+// newScheduleCollector is the manager's collector of per-schedule series.
+func newScheduleCollector(reader client.Reader, elected <-chan struct{}) prometheus.Collector {
+	c := &scheduleCollector{reader: reader}
+	return &electedCollector{descs: scheduleDescs, elected: elected, collect: c.collect}
 }
 
-func (c *scheduleCollector) Collect(ch chan<- prometheus.Metric) {
-	select {
-	case <-c.elected:
-	default:
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), metricsReadTimeout)
-	defer cancel()
+func (c *scheduleCollector) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	var list dtqv1alpha1.TaskScheduleList
 	if err := c.reader.List(ctx, &list); err != nil {
 		ch <- prometheus.NewInvalidMetric(scheduleRunsDesc, err)

@@ -38,6 +38,7 @@ func TestPlanSlots(t *testing.T) {
 		spec   dtqv1alpha1.TaskScheduleSpec
 		cursor time.Time
 		now    time.Time
+		ran    []time.Time // slots whose run Task exists
 		want   slotPlan
 	}{
 		"on time": {
@@ -58,11 +59,11 @@ func TestPlanSlots(t *testing.T) {
 		},
 		"10-slot outage, RunLatest (the default)": {
 			spec: dtqv1alpha1.TaskScheduleSpec{StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(10).Add(40 * time.Second),
-			want: slotPlan{run: []time.Time{m(10)}, missed: 9, lastSkipped: m(9), cursor: m(10)},
+			want: slotPlan{run: []time.Time{m(10)}, caughtUp: 1, missed: 9, lastSkipped: m(9), cursor: m(10)},
 		},
 		"10-slot outage, RunAll max 3": {
 			spec: dtqv1alpha1.TaskScheduleSpec{CatchUp: catchUp(dtqv1alpha1.CatchUpRunAll, 3), StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(10).Add(40 * time.Second),
-			want: slotPlan{run: []time.Time{m(8), m(9), m(10)}, missed: 7, lastSkipped: m(7), cursor: m(10)},
+			want: slotPlan{run: []time.Time{m(8), m(9), m(10)}, caughtUp: 3, missed: 7, lastSkipped: m(7), cursor: m(10)},
 		},
 		"outage with the newest slot on time: late slots by policy, the on-time one runs": {
 			spec: dtqv1alpha1.TaskScheduleSpec{CatchUp: catchUp(dtqv1alpha1.CatchUpSkip, 3)}, cursor: m(0), now: m(10).Add(10 * time.Second),
@@ -72,6 +73,51 @@ func TestPlanSlots(t *testing.T) {
 			spec:   dtqv1alpha1.TaskScheduleSpec{StartingDeadlineSeconds: ptr.To(int64(300)), CatchUp: catchUp(dtqv1alpha1.CatchUpSkip, 1)},
 			cursor: m(0), now: m(10).Add(10 * time.Second),
 			want: slotPlan{run: []time.Time{m(6), m(7), m(8), m(9), m(10)}, missed: 5, lastSkipped: m(5), cursor: m(10)},
+		},
+		// A manager created the Task of slot 1 and stopped before writing the
+		// cursor; ten more slots passed before the next reconcile. Slot 1 ran;
+		// the outage is slots 2-11, as had the cursor been written.
+		"run of slot 1 exists, cursor behind it, 10-slot outage, Skip": {
+			spec: dtqv1alpha1.TaskScheduleSpec{CatchUp: catchUp(dtqv1alpha1.CatchUpSkip, 3), StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(11).Add(40 * time.Second),
+			ran:  []time.Time{m(1)},
+			want: slotPlan{run: []time.Time{m(1)}, missed: 10, lastSkipped: m(11), cursor: m(11)},
+		},
+		"run of slot 1 exists, cursor behind it, 10-slot outage, RunLatest": {
+			spec: dtqv1alpha1.TaskScheduleSpec{StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(11).Add(40 * time.Second),
+			ran:  []time.Time{m(1)},
+			want: slotPlan{run: []time.Time{m(1), m(11)}, caughtUp: 1, missed: 9, lastSkipped: m(10), cursor: m(11)},
+		},
+		"run of slot 1 exists, cursor behind it, 10-slot outage, RunAll max 3": {
+			spec: dtqv1alpha1.TaskScheduleSpec{CatchUp: catchUp(dtqv1alpha1.CatchUpRunAll, 3), StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(11).Add(40 * time.Second),
+			ran:  []time.Time{m(1)},
+			want: slotPlan{run: []time.Time{m(1), m(9), m(10), m(11)}, caughtUp: 3, missed: 7, lastSkipped: m(8), cursor: m(11)},
+		},
+		// A catch-up (RunAll max 3) created its runs and stopped before
+		// writing the cursor: the next reconcile runs no more.
+		"catch-up runs exist, cursor behind them": {
+			spec: dtqv1alpha1.TaskScheduleSpec{CatchUp: catchUp(dtqv1alpha1.CatchUpRunAll, 3), StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(10).Add(40 * time.Second),
+			ran:  []time.Time{m(10), m(8), m(9)},
+			want: slotPlan{run: []time.Time{m(8), m(9), m(10)}, missed: 7, lastSkipped: m(7), cursor: m(10)},
+		},
+		"the first of the catch-up runs exists, cursor behind it": {
+			spec: dtqv1alpha1.TaskScheduleSpec{CatchUp: catchUp(dtqv1alpha1.CatchUpRunAll, 3), StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(10).Add(40 * time.Second),
+			ran:  []time.Time{m(8)},
+			want: slotPlan{run: []time.Time{m(8), m(9), m(10)}, caughtUp: 2, missed: 7, lastSkipped: m(7), cursor: m(10)},
+		},
+		"runs at or before the cursor, or not at a slot, change nothing": {
+			spec: dtqv1alpha1.TaskScheduleSpec{StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(10).Add(40 * time.Second),
+			ran:  []time.Time{m(-1), m(0), m(3).Add(30 * time.Second)},
+			want: slotPlan{run: []time.Time{m(10)}, caughtUp: 1, missed: 9, lastSkipped: m(9), cursor: m(10)},
+		},
+		"an on-time slot's run exists: it is in run (runSlots finds it done)": {
+			spec: dtqv1alpha1.TaskScheduleSpec{}, cursor: m(0), now: m(1).Add(time.Second),
+			ran:  []time.Time{m(1)},
+			want: slotPlan{run: []time.Time{m(1)}, cursor: m(1)},
+		},
+		"suspended after a run whose cursor was not written": {
+			spec: dtqv1alpha1.TaskScheduleSpec{Suspend: true, StartingDeadlineSeconds: ptr.To(int64(30))}, cursor: m(0), now: m(3).Add(40 * time.Second),
+			ran:  []time.Time{m(1)},
+			want: slotPlan{run: []time.Time{m(1)}, suspended: 2, lastSkipped: m(3), cursor: m(3)},
 		},
 		"suspended": {
 			spec: dtqv1alpha1.TaskScheduleSpec{Suspend: true}, cursor: m(0), now: m(3).Add(time.Second),
@@ -84,7 +130,7 @@ func TestPlanSlots(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := planSlots(s, &tc.spec, tc.cursor, tc.now)
+			got := planSlots(s, &tc.spec, tc.cursor, tc.now, tc.ran)
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(slotPlan{})); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}

@@ -105,6 +105,18 @@ func (r *TaskScheduleReconciler) listRuns(ctx context.Context, ts *dtqv1alpha1.T
 	return runs, nil
 }
 
+// slots are the slots of the runs named as runName names them (a Task that
+// only claims a slot is none of its runs).
+func (runs scheduleRuns) slots(ts *dtqv1alpha1.TaskSchedule) []time.Time {
+	var out []time.Time
+	for name, t := range runs {
+		if s, err := time.Parse(time.RFC3339, t.Annotations[AnnotationSlot]); err == nil && name == runName(ts, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // active are the unfinished runs, by name.
 func (runs scheduleRuns) active() []*dtqv1alpha1.Task {
 	var out []*dtqv1alpha1.Task
@@ -133,7 +145,7 @@ func (r *TaskScheduleReconciler) runSlots(ctx context.Context, ts *dtqv1alpha1.T
 		skipped(next, plan.lastSkipped, dtqv1alpha1.ReasonMissedDeadline)
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, dtqv1alpha1.ReasonMissedDeadline, "Skip",
 			"Missed %d slot(s), the newest at %s: reached more than startingDeadlineSeconds late; catch-up ran %d",
-			plan.missed, plan.lastSkipped.UTC().Format(time.RFC3339), len(plan.run))
+			plan.missed, plan.lastSkipped.UTC().Format(time.RFC3339), plan.caughtUp)
 	}
 	for _, slot := range plan.run {
 		if _, done := runs[runName(ts, slot)]; done {

@@ -243,7 +243,8 @@ type TaskStatus struct {
 	// +optional
 	TaskID string `json:"taskID,omitempty"`
 
-	// attempt is the current or last attempt, starting at 1.
+	// attempt is the current or last attempt: absent until the task first
+	// starts, then 1, counting retries and crash redeliveries.
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
 

@@ -17,9 +17,11 @@ limitations under the License.
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -64,6 +66,31 @@ func (c *cli) objects() (*kubeClient, error) {
 		return nil, err
 	}
 	return newKubeClient(cfg, ns)
+}
+
+// printList lists the objects of resource (kind, as a message names them)
+// in the namespace, or in every namespace with all, as kubectl get does: the
+// API server's table for -o "" or wide, else the objects decoded into list
+// (a list type) for printObject.
+func (c *cli) printList(ctx context.Context, resource, kind string, opts metav1.ListOptions, list runtime.Object, output string, all bool) error {
+	kc, err := c.objects()
+	if err != nil {
+		return err
+	}
+	if all {
+		kc.ns = ""
+	}
+	if output == "" || output == "wide" {
+		t, err := kc.table(ctx, resource, "", opts)
+		if err != nil {
+			return err
+		}
+		return printTableOrNone(c, t, kind, kc.ns, output == "wide", all)
+	}
+	if err := kc.list(ctx, resource, opts, list); err != nil {
+		return err
+	}
+	return printObject(c.streams.Out, list, output, "")
 }
 
 // printer prints objects for -o format: json, yaml, name, jsonpath=...,

@@ -68,17 +68,17 @@ func (c *kubeClient) createTask(ctx context.Context, t *dtqv1alpha1.Task) (*dtqv
 
 func (c *kubeClient) listTasks(ctx context.Context, opts metav1.ListOptions) (*dtqv1alpha1.TaskList, error) {
 	out := &dtqv1alpha1.TaskList{}
-	return out, c.rest.Get().Namespace(c.ns).Resource("tasks").VersionedParams(&opts, paramCodec).Do(ctx).Into(out)
+	return out, c.list(ctx, "tasks", opts, out)
+}
+
+// list lists the objects of resource into out (a list type).
+func (c *kubeClient) list(ctx context.Context, resource string, opts metav1.ListOptions, out runtime.Object) error {
+	return c.rest.Get().Namespace(c.ns).Resource(resource).VersionedParams(&opts, paramCodec).Do(ctx).Into(out)
 }
 
 func (c *kubeClient) watchTasks(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return c.rest.Get().Namespace(c.ns).Resource("tasks").VersionedParams(&opts, paramCodec).Watch(ctx)
-}
-
-func (c *kubeClient) listQueues(ctx context.Context) (*dtqv1alpha1.QueueList, error) {
-	out := &dtqv1alpha1.QueueList{}
-	return out, c.rest.Get().Namespace(c.ns).Resource("queues").Do(ctx).Into(out)
 }
 
 // mergePatch applies a JSON merge patch to the named object of resource and

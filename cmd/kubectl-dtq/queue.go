@@ -52,25 +52,7 @@ kubectl get queues.dtq.dev: queued, in flight, workers ready/desired, paused, Re
   kubectl dtq queue list -A -o wide`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			kc, err := c.objects()
-			if err != nil {
-				return err
-			}
-			if all {
-				kc.ns = ""
-			}
-			if output == "" || output == "wide" {
-				t, err := kc.table(cmd.Context(), "queues", "", metav1.ListOptions{})
-				if err != nil {
-					return err
-				}
-				return printTableOrNone(c, t, "Queues", kc.ns, output == "wide", all)
-			}
-			list, err := kc.listQueues(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printObject(c.streams.Out, list, output, "")
+			return c.printList(cmd.Context(), "queues", "Queues", metav1.ListOptions{}, &dtqv1alpha1.QueueList{}, output, all)
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List the Queues of every namespace.")

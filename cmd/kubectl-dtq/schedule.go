@@ -61,25 +61,7 @@ columns of kubectl get taskschedules.dtq.dev (-o wide adds missed and skipped sl
   kubectl dtq schedule list -A -o wide`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			kc, err := c.objects()
-			if err != nil {
-				return err
-			}
-			if all {
-				kc.ns = ""
-			}
-			if output == "" || output == "wide" {
-				t, err := kc.table(cmd.Context(), "taskschedules", "", metav1.ListOptions{})
-				if err != nil {
-					return err
-				}
-				return printTableOrNone(c, t, "TaskSchedules", kc.ns, output == "wide", all)
-			}
-			list := &dtqv1alpha1.TaskScheduleList{}
-			if err := kc.rest.Get().Namespace(kc.ns).Resource("taskschedules").Do(cmd.Context()).Into(list); err != nil {
-				return err
-			}
-			return printObject(c.streams.Out, list, output, "")
+			return c.printList(cmd.Context(), "taskschedules", "TaskSchedules", metav1.ListOptions{}, &dtqv1alpha1.TaskScheduleList{}, output, all)
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List the TaskSchedules of every namespace.")

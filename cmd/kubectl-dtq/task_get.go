@@ -146,25 +146,7 @@ that many per queue).`,
 			if err != nil {
 				return err
 			}
-			kc, err := c.objects()
-			if err != nil {
-				return err
-			}
-			if f.allNamespaces {
-				kc.ns = ""
-			}
-			if f.output == "" || f.output == "wide" {
-				t, err := kc.table(cmd.Context(), "tasks", "", opts)
-				if err != nil {
-					return err
-				}
-				return printTableOrNone(c, t, "Tasks", kc.ns, f.output == "wide", f.allNamespaces)
-			}
-			list, err := kc.listTasks(cmd.Context(), opts)
-			if err != nil {
-				return err
-			}
-			return printObject(c.streams.Out, list, f.output, "")
+			return c.printList(cmd.Context(), "tasks", "Tasks", opts, &dtqv1alpha1.TaskList{}, f.output, f.allNamespaces)
 		},
 	}
 	fl := cmd.Flags()

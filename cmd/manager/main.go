@@ -78,6 +78,7 @@ type options struct {
 	allowEviction                    bool
 	qps                              float64
 	burst                            int
+	history                          controllers.HistoryOptions
 	zap                              zap.Options
 }
 
@@ -112,6 +113,11 @@ func bindFlags(fs *flag.FlagSet) *options {
 		"Start even when Redis's maxmemory-policy is not noeviction (Redis may then evict idempotency records or tasks: duplicate runs and lost tasks follow).")
 	fs.Float64Var(&o.qps, "kube-api-qps", 100, "Queries per second to the API server (client-go's default of 20 would cap the CR path at about 20 tasks/s).")
 	fs.IntVar(&o.burst, "kube-api-burst", 200, "Burst of queries to the API server.")
+	fs.DurationVar(&o.history.Interval, "queue-history-interval", controllers.DefaultHistoryInterval,
+		"How often the elected manager samples every queue's backlog and counters into its history in Redis "+
+			"(the console's charts, GET .../queues/{queue}/history); 0 turns sampling off.")
+	fs.IntVar(&o.history.Samples, "queue-history-samples", controllers.DefaultHistorySamples,
+		"Samples kept in each queue's history (about 45 bytes of Redis memory each).")
 	o.zap.BindFlags(fs)
 	return o
 }
@@ -216,7 +222,10 @@ func main() {
 		}
 		workers.RedisSecretName, workers.RedisSecretKey = name, key
 	}
-	if err := controllers.Setup(mgr, rdb, controllers.Options{Workers: workers, RoutineTaskEvents: o.routineEvents}); err != nil {
+	if o.history.Interval == 0 {
+		o.history.Interval = -1 // Options: negative is off, zero the default
+	}
+	if err := controllers.Setup(mgr, rdb, controllers.Options{Workers: workers, RoutineTaskEvents: o.routineEvents, History: o.history}); err != nil {
 		setupLog.Error(err, "Failed to set up controllers")
 		os.Exit(1)
 	}

@@ -166,7 +166,7 @@ type TaskInfo struct {
 	IdempotencyKey  string
 	Priority        int
 	State           State
-	Attempt         int // starts at 1; +1 on a retry and on a crash redelivery
+	Attempt         int // the current or last attempt: 0 until the task first starts, then 1 (and again after a requeue); +1 on a retry and on a crash redelivery
 	PrevAttempts    int // attempts of the runs before the latest dead-letter requeue or Retry, summed (0: never requeued)
 	MaxAttempts     int
 	Timeout         time.Duration

@@ -50,6 +50,7 @@ const (
 	sufWorker      = "worker:" // + worker id
 	sufStats       = "stats"
 	sufTaskIndex   = "tasks"
+	sufHistory     = "history"
 )
 
 // keys builds the key names of one queue.
@@ -73,6 +74,7 @@ func (k keys) workers() string               { return k.prefix + sufWorkers }
 func (k keys) worker(id string) string       { return k.prefix + sufWorker + id }
 func (k keys) stats() string                 { return k.prefix + sufStats }
 func (k keys) taskIndex() string             { return k.prefix + sufTaskIndex }
+func (k keys) history() string               { return k.prefix + sufHistory }
 
 // luaKeys is the start of every script: P, the queue's prefix (ARGV[1]), the
 // builders of the keys a script derives from what it reads, and the queue

@@ -56,7 +56,7 @@ func TestOldLayoutTasksStayReadable(t *testing.T) {
 	created := e.clock.Now().UTC().Truncate(time.Millisecond)
 
 	want := TaskInfo{ID: "old-1", Queue: e.q, Type: "legacy", Payload: raw(`{"old":true}`), IdempotencyKey: "k1", Priority: 4,
-		State: StateQueued, Attempt: 1, MaxAttempts: 1, Timeout: 30 * time.Second, CreatedAt: created, AvailableAt: created,
+		State: StateQueued, MaxAttempts: 1, Timeout: 30 * time.Second, CreatedAt: created, AvailableAt: created,
 		Metadata: raw(`{"m":1}`), TraceParent: "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"}
 	if d := cmp.Diff(want, e.task("old-1")); d != "" {
 		t.Errorf("GetTask of an old-layout hash (-want +got):\n%s", d)

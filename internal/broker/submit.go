@@ -327,7 +327,7 @@ func submitReply(q QueueRef, it submitItem, now, notBefore int64, v []any) (Subm
 		created := time.UnixMilli(now).UTC()
 		t := TaskInfo{
 			ID: req.ID, Queue: q, Type: req.Type, Payload: it.payload, IdempotencyKey: req.IdempotencyKey,
-			Priority: req.Priority, State: State(str(v[1])), Attempt: 1, MaxAttempts: maxAttempts,
+			Priority: req.Priority, State: State(str(v[1])), MaxAttempts: maxAttempts, // Attempt 0: not started
 			Timeout: time.Duration(timeout) * time.Millisecond, CreatedAt: created, AvailableAt: created,
 		}
 		if len(it.meta) > 0 {

@@ -63,6 +63,12 @@ func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
 	if p := m["progress"]; p != "" {
 		ti.Progress = json.RawMessage(p)
 	}
+	if ti.StartedAt.IsZero() && ti.PrevAttempts == 0 {
+		// The hash's attempt is the one the task is queued for: a task that
+		// never ran has made none. (A requeued one shows attempt 1, its
+		// earlier runs in PrevAttempts.)
+		ti.Attempt = 0
+	}
 	if _, ok := m["available_at"]; !ok {
 		ti.AvailableAt = ti.CreatedAt // submit leaves it out when it is created_at
 	}

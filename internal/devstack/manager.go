@@ -70,6 +70,10 @@ func (m *managerProcess) args() ([]string, error) {
 		// cluster; the manager is the dev Redis's default user.
 		args = append(args, "--redis-isolation=true")
 	}
+	if has("queue-history-interval") {
+		// The console's charts fill within seconds rather than a minute.
+		args = append(args, "--queue-history-interval=2s")
+	}
 	return append(args, m.extraArgs...), nil
 }
 

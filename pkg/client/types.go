@@ -95,7 +95,8 @@ type Task struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	Status         TaskStatus      `json:"status"`
 	Priority       int             `json:"priority"`
-	// Attempt starts at 1 and counts retries and crash redeliveries.
+	// Attempt is the current or last attempt: 0 until the task first starts,
+	// then 1, counting retries and crash redeliveries.
 	Attempt int `json:"attempt"`
 	// PreviousAttempts is the attempts of earlier runs, summed: a dead-letter
 	// requeue (or a Task retry) adds the ended run's and restarts Attempt at 1.

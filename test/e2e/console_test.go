@@ -92,8 +92,18 @@ func TestConsole(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`tr[data-task="`+order.TaskID+`"] a`)),
 		waitText(`dd[data-field="state"]`, "Succeeded"),
 		waitText("#result", "{\n  \"order\": \"1001\"\n}"),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-type="TaskSucceeded"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-type="TaskSucceeded"]`)),
+		// The timeline's rows under its header: each cell starts where its column's header does.
+		waitJS(`(() => { const t = document.querySelector("#page-task table"); const rows = t && t.tBodies[0].rows;
+			if (!rows || rows.length < 3) return false;
+			const lefts = r => [...r.cells].map(c => Math.round(c.getBoundingClientRect().left)).join();
+			return [...rows].every(r => lefts(r) === lefts(t.tHead.rows[0])); })()`))
 	screenshot(t, tab, "task")
+
+	step(t, tab, "tasks that never ran show no attempt",
+		chromedp.Navigate(single.stack.APIURL+"/ui/#/tasks?queue=backlog"),
+		waitJS(`(() => { const c = [...document.querySelectorAll('#page-tasks td[data-field="attempt"]')].map(td => td.textContent);
+			return c.length === 3 && c.every(x => x.startsWith("- / ")); })()`))
 
 	// A second browser rather than a second tab: in this test, actions on a
 	// second tab of the same headless browser stalled.
@@ -142,6 +152,37 @@ func TestConsole(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#search")),
 		chromedp.WaitVisible(chromedp.CSS("tr[data-worker]")))
 	screenshot(t, tab, "workers")
+
+	// Work on q for the charts: sleeps that keep the workers busy for seconds,
+	// a task that fails once and retries, two that fail for good.
+	for range 30 {
+		_, err := c.Queue(ns, "q").Submit(t.Context(), demo.Sleep, demo.SleepPayload{Seconds: 1})
+		must(t, err)
+	}
+	_, err = c.Queue(ns, "q").Submit(t.Context(), demo.Flaky, demo.FlakyPayload{FailTimes: 1})
+	must(t, err)
+	for range 2 {
+		_, err := c.Queue(ns, "q").Submit(t.Context(), demo.Gate, demo.GatePayload{Name: "charts"}, dtqclient.MaxAttempts(1))
+		must(t, err)
+	}
+	// chartMax waits until the chart's series has had a value above zero.
+	chartMax := func(chart, series string) chromedp.Action[chromedp.Void] {
+		return waitJS(`Number(document.querySelector('figure[data-chart="` + chart + `"] li[data-series="` + series + `"]')?.dataset.max) > 0`)
+	}
+	step(t, tab, "the queue's charts: depth, throughput and failures over time",
+		chromedp.Click(chromedp.CSS(`#nav a[href="#/queues"]`)),
+		chromedp.Click(chromedp.CSS(`tr[data-queue="q"] a[href="#/queue/q"]`)),
+		waitJS(`document.querySelectorAll("#page-queue figure[data-chart] svg").length === 3`),
+		chartMax("depth", "in flight"),
+		chartMax("throughput", "submitted"),
+		chartMax("throughput", "processed"),
+		chartMax("failures", "failed"),
+		chartMax("failures", "retried"))
+	screenshot(t, tab, "queue")
+	step(t, tab, "the paused queue's depth chart: its backlog of 3",
+		chromedp.Navigate(single.stack.APIURL+"/ui/#/queue/backlog"),
+		waitJS(`document.querySelector('#page-queue figure[data-chart="depth"] li[data-series="queued"]')?.dataset.latest === "3"`),
+		chromedp.WaitVisible(chromedp.CSS(`#page-queue figure[data-chart="depth"] polyline[data-series="queued"]`)))
 
 	// The sample TaskSchedule, yearly (its next run is the same all day long).
 	ts := sampleSchedule(t, ns, "0 9 1 1 *")

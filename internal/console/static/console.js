@@ -26,9 +26,15 @@ function h(tag, attrs, ...kids) {
   return el;
 }
 
+// table builds a table of rows under headers; add rows later to its
+// tBodies[0].
 function table(headers, rows) {
   return h('table', {}, h('thead', {}, h('tr', {}, headers.map(x => h('th', {}, x)))), h('tbody', {}, rows));
 }
+
+// attempt shows a task's attempt of its maximum; a task that never started
+// has made none.
+function attempt(t, sep) { return (t.attempt || '-') + sep + t.max_attempts; }
 
 function when(ts) { return ts ? new Date(ts).toLocaleString() : ''; }
 function json(v) { return v === undefined || v === null ? '' : JSON.stringify(v, null, 2); }
@@ -160,6 +166,7 @@ function loggedOut(message) {
 const pages = {
   login: loginPage,
   queues: queuesPage,
+  queue: queuePage,
   tasks: tasksPage,
   task: taskPage,
   'dead-letters': deadLettersPage,
@@ -251,14 +258,135 @@ async function queuesPage(view) {
     box.replaceChildren(list.queues.length === 0 ? h('p', {}, 'No queues in this namespace.') :
       table(['Queue', 'State', 'Depth', 'Queued', 'Oldest', 'In flight', 'Scheduled', 'Done/min', 'Dead letters', 'Workers', ''],
         list.queues.map(q => h('tr', { 'data-queue': q.queue },
-          h('td', {}, h('a', { href: '#/tasks?queue=' + enc(q.queue) }, q.queue)),
+          h('td', {}, h('a', { href: '#/queue/' + enc(q.queue) }, q.queue)),
           h('td', { 'data-field': 'state', class: q.paused ? 'paused' : '' }, q.paused ? 'paused' : 'active'),
           num('depth', q.depth), num('queued', q.queued), num('oldest', age(q.oldest_queued_age_seconds)),
           num('in_flight', q.in_flight), num('scheduled', q.scheduled), num('done_per_minute', done(q)),
           h('td', { class: 'num', 'data-field': 'dead_lettered' }, h('a', { href: '#/dead-letters?queue=' + enc(q.queue) }, q.dead_lettered)),
           h('td', { class: 'num', 'data-field': 'workers' }, h('a', { href: '#/workers?queue=' + enc(q.queue) }, q.workers)),
-          h('td', {}, toggle(q), ' ', h('a', { href: '#/events?queue=' + enc(q.queue) }, 'live events'))))));
+          h('td', {}, toggle(q), ' ', h('a', { href: '#/tasks?queue=' + enc(q.queue) }, 'tasks'), ' ',
+            h('a', { href: '#/events?queue=' + enc(q.queue) }, 'live events'))))));
   });
+}
+
+// queuePage shows a queue's backlog now and its history as charts: depth,
+// throughput and failures over the samples the manager keeps (GET
+// .../history). Rates come from the totals of consecutive samples.
+async function queuePage(view, [queue]) {
+  const summary = h('p', { id: 'queue-summary' });
+  const charts = h('div', { class: 'charts' });
+  view.append(h('h1', {}, 'Queue ', queue), summary, charts,
+    h('p', { class: 'note' }, 'The manager samples each queue every few seconds (--queue-history-interval, 10 s by default) ' +
+      'and keeps the newest samples (--queue-history-samples, 360): the charts span them. Throughput and failures are per ' +
+      'minute between two samples; a break in a line is a time without samples (no manager elected, say). Refreshed every 10 s.'));
+  await every(10000, charts, async () => {
+    const [st, hist] = await Promise.all([api('GET', queuePath(queue)), api('GET', queuePath(queue) + '/history')]);
+    summary.replaceChildren(h('span', { class: st.paused ? 'paused' : '' }, st.paused ? 'paused' : 'active'),
+      ' · depth ', st.depth, ' · queued ', st.queued, ' · in flight ', st.in_flight, ' · scheduled ', st.scheduled, ' · ',
+      h('a', { href: '#/dead-letters?queue=' + enc(queue) }, st.dead_lettered + ' dead letters'), ' · ',
+      h('a', { href: '#/workers?queue=' + enc(queue) }, st.workers + (st.workers === 1 ? ' worker' : ' workers')), ' · ',
+      h('a', { href: '#/tasks?queue=' + enc(queue) }, 'tasks'), ' · ',
+      h('a', { href: '#/events?queue=' + enc(queue) }, 'live events'));
+    charts.replaceChildren(...queueCharts(hist.samples));
+  });
+}
+
+function queueCharts(samples) {
+  const t = samples.map(s => Date.parse(s.time));
+  const gauge = f => samples.map(f);
+  // perMinute is the rate of a total between each sample and the one before
+  // it; none for the first sample, after a gap, or when the total went down
+  // (reset).
+  const gap = gapAfter(t);
+  const perMinute = f => samples.map((s, i) => {
+    if (i === 0 || t[i] - t[i - 1] > gap) return null;
+    const d = f(s) - f(samples[i - 1]);
+    return d < 0 ? null : d * 60000 / (t[i] - t[i - 1]);
+  });
+  return [
+    lineChart('depth', 'Depth', 'tasks', t, gap, [
+      { name: 'queued', values: gauge(s => s.queued) },
+      { name: 'in flight', values: gauge(s => s.in_flight) },
+      { name: 'scheduled', values: gauge(s => s.scheduled) }]),
+    lineChart('throughput', 'Throughput', 'tasks per minute', t, gap, [
+      { name: 'submitted', values: perMinute(s => s.submitted) },
+      { name: 'processed', values: perMinute(s => s.succeeded + s.failed) }]),
+    lineChart('failures', 'Failures', 'per minute', t, gap, [
+      { name: 'failed', values: perMinute(s => s.failed) },
+      { name: 'retried', values: perMinute(s => s.retries) }]),
+  ];
+}
+
+// gapAfter is the distance between two samples beyond which they are not
+// joined: three times the usual (median) one.
+function gapAfter(t) {
+  const d = t.slice(1).map((x, i) => x - t[i]).sort((a, b) => a - b);
+  return d.length ? 3 * d[Math.floor(d.length / 2)] : Infinity;
+}
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+// svgEl builds an SVG element (attributes only; presentation by console.css).
+function svgEl(tag, attrs, ...kids) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const kid of kids.flat()) el.append(kid instanceof Node ? kid : String(kid));
+  return el;
+}
+
+// niceMax rounds v up to 1, 2 or 5 times a power of ten (at least 1).
+function niceMax(v) {
+  if (!(v > 1)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  return [1, 2, 5, 10].map(m => m * p).find(m => m >= v);
+}
+
+function fmt(v) { return v === null || v === undefined ? '-' : Number.isInteger(v) ? String(v) : v.toFixed(1); }
+function clock(ms) { return new Date(ms).toLocaleTimeString(); }
+
+// lineChart draws series (each {name, values} aligned with the times t) as
+// an inline SVG line chart from 0 to a round maximum, a line broken where
+// the samples are more than gap apart or a value is missing; the legend
+// gives each series' newest and largest value.
+function lineChart(id, title, unit, t, gap, series) {
+  const W = 560, H = 170, L = 46, R = 12, T = 10, B = 24;
+  const fig = h('figure', { class: 'chart chart-' + id, 'data-chart': id }, h('figcaption', {}, title, h('span', { class: 'note' }, ' (' + unit + ')')));
+  const values = series.flatMap(x => x.values).filter(v => v !== null);
+  if (t.length < 2 || values.length === 0) {
+    fig.append(h('p', { class: 'note empty' }, 'Not enough samples yet.'));
+    return fig;
+  }
+  const t0 = t[0], t1 = t[t.length - 1], ymax = niceMax(Math.max(...values));
+  const x = ms => L + (W - L - R) * (ms - t0) / (t1 - t0);
+  const y = v => T + (H - T - B) * (1 - v / ymax);
+  const chart = svgEl('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img', 'aria-label': title });
+  for (const v of [0, ymax / 2, ymax]) {
+    chart.append(svgEl('line', { class: 'grid', x1: L, x2: W - R, y1: y(v), y2: y(v) }),
+      svgEl('text', { class: 'axis', x: L - 6, y: y(v) + 4, 'text-anchor': 'end' }, fmt(v)));
+  }
+  [[t0, 'start'], [(t0 + t1) / 2, 'middle'], [t1, 'end']].forEach(([ms, anchor]) =>
+    chart.append(svgEl('text', { class: 'axis', x: x(ms), y: H - 6, 'text-anchor': anchor }, clock(ms))));
+  const legend = h('ul', { class: 'legend' });
+  series.forEach((ser, i) => {
+    let seg = [];
+    const flush = () => {
+      if (seg.length === 1) chart.append(svgEl('circle', { class: 'series series-' + i, cx: seg[0][0], cy: seg[0][1], r: 2 }));
+      if (seg.length > 1) chart.append(svgEl('polyline', { class: 'series series-' + i, 'data-series': ser.name, points: seg.join(' ') }));
+      seg = [];
+    };
+    ser.values.forEach((v, j) => {
+      if (v === null || (j > 0 && t[j] - t[j - 1] > gap)) flush();
+      if (v !== null) seg.push([x(t[j]).toFixed(1), y(v).toFixed(1)]);
+    });
+    flush();
+    const known = ser.values.filter(v => v !== null);
+    const latest = known.length ? known[known.length - 1] : null;
+    const most = known.length ? Math.max(...known) : null;
+    legend.append(h('li', { 'data-series': ser.name, 'data-latest': latest, 'data-max': most },
+      h('span', { class: 'swatch series-' + i }), ser.name, ' ', h('b', {}, fmt(latest)), h('span', { class: 'note' }, ' (max ' + fmt(most) + ')')));
+  });
+  fig.append(chart, legend);
+  return fig;
 }
 
 // queueField is the queue input of a page, with the namespace's queues as
@@ -301,7 +429,7 @@ async function tasksPage(view, _, params) {
   view.append(table(['Task', 'Type', 'State', 'Attempt', 'Idempotency key', 'Created'],
     page.tasks.map(t => h('tr', { 'data-task': t.task_id },
       h('td', {}, taskLink(queue, t.task_id)), h('td', {}, t.task_type),
-      h('td', { class: 'status-' + t.status }, t.status), h('td', { class: 'num' }, t.attempt + ' / ' + t.max_attempts),
+      h('td', { class: 'status-' + t.status }, t.status), h('td', { class: 'num', 'data-field': 'attempt' }, attempt(t, ' / ')),
       h('td', {}, t.idempotency_key || ''), h('td', {}, when(t.created_at))))));
   if (page.continue) {
     const next = new URLSearchParams(params);
@@ -323,13 +451,14 @@ async function taskPage(view, [queue, id]) {
       render();
     } }, 'Cancel task'));
   }
-  const timeline = h('tbody');
+  const events = table(['Time', 'Event', 'Attempt', 'Progress'], []);
+  events.id = 'timeline';
   const state = h('span', { class: 'note' });
   view.append(h('h1', {}, 'Task ', t.task_id),
     h('dl', { class: 'fields' },
       field('queue', t.namespace + '/' + t.queue), field('type', t.task_type),
       field('state', h('span', { class: 'status-' + t.status }, t.status)),
-      field('attempt', t.attempt + ' of ' + t.max_attempts + (t.previous_attempts ? ' (' + t.previous_attempts + ' before its requeue)' : '')),
+      field('attempt', attempt(t, ' of ') + (t.previous_attempts ? ' (' + t.previous_attempts + ' before its requeue)' : '')),
       field('idempotency key', t.idempotency_key || ''), field('priority', t.priority),
       field('created', when(t.created_at)), field('available', when(t.available_at)),
       field('started', when(x.started_at)), field('finished', when(x.finished_at)),
@@ -341,9 +470,9 @@ async function taskPage(view, [queue, id]) {
     h('h2', {}, 'Result'), h('pre', { id: 'result' }, t.result !== undefined ? json(t.result) + (t.result_truncated ? '\n(truncated)' : '') : 'none'),
     h('h2', {}, 'Event timeline ', state),
     h('p', { class: 'note' }, 'From the oldest event the queue\'s stream keeps (about 10,000 per queue); new events appear live.'),
-    table(['Time', 'Event', 'Attempt', 'Progress'], [timeline]));
+    events);
   onLeave(stream(queuePath(queue) + '/events?since=0&task_id=' + enc(id), ev => {
-    timeline.append(h('tr', { 'data-type': ev.type }, h('td', {}, when(ev.ts)), h('td', {}, ev.type), h('td', { class: 'num' }, ev.attempt || ''),
+    events.tBodies[0].append(h('tr', { 'data-type': ev.type }, h('td', {}, when(ev.ts)), h('td', {}, ev.type), h('td', { class: 'num' }, ev.attempt || ''),
       h('td', {}, ev.progress !== undefined ? JSON.stringify(ev.progress) : '')));
   }, (s, msg) => { state.textContent = msg ? '(' + s + ': ' + msg + ')' : '(' + s + ')'; }));
 }
@@ -428,9 +557,10 @@ function eventsPage(view, _, params) {
   view.append(h('h1', {}, 'Live events'), queueForm('events', params));
   if (!queue) return;
   const state = h('span', { id: 'feed-state', class: 'note' });
-  const rows = h('tbody');
-  view.append(h('p', {}, 'Events of ', queue, ' from now on, newest first. ', state),
-    h('table', { id: 'feed' }, h('thead', {}, h('tr', {}, ['Time', 'Event', 'Task', 'Attempt'].map(x => h('th', {}, x)))), rows));
+  const feed = table(['Time', 'Event', 'Task', 'Attempt'], []);
+  feed.id = 'feed';
+  const rows = feed.tBodies[0];
+  view.append(h('p', {}, 'Events of ', queue, ' from now on, newest first. ', state), feed);
   onLeave(stream(queuePath(queue) + '/events', ev => {
     rows.prepend(h('tr', { 'data-type': ev.type, 'data-task': ev.task_id || '' },
       h('td', {}, when(ev.ts)), h('td', { class: 'status-' + ev.type.replace(/^Task/, '') }, ev.type),
