@@ -33,6 +33,9 @@ func newQueueCommand(c *cli) *cobra.Command {
 		Short: "Queues: list, stats, pause, resume, purge",
 		Long: `queue list, pause and resume work on Queue objects through the API server;
 stats and purge go through the dtq HTTP API (see --api-url).`,
+		Example: `  kubectl dtq queue list
+  kubectl dtq queue stats emails
+  kubectl dtq queue pause emails`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newQueueListCommand(c), newQueueStatsCommand(c), newQueuePauseCommand(c, true), newQueuePauseCommand(c, false),
@@ -103,8 +106,14 @@ the Queue controller applies in Redis (and keeps applied); submissions are still
 			if err != nil {
 				return err
 			}
+			// Resuming removes the field (false is its default), so the
+			// Queue lists as one never paused: a blank PAUSED column.
+			var value any
+			if paused {
+				value = true
+			}
 			q := &dtqv1alpha1.Queue{}
-			if err := kc.mergePatch(cmd.Context(), "queues", args[0], map[string]any{"spec": map[string]any{"paused": paused}}, q); err != nil {
+			if err := kc.mergePatch(cmd.Context(), "queues", args[0], map[string]any{"spec": map[string]any{"paused": value}}, q); err != nil {
 				return err
 			}
 			return p.PrintObj(q, c.streams.Out)

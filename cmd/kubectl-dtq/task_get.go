@@ -20,7 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -36,6 +36,21 @@ import (
 var taskStates = []dtqv1alpha1.TaskState{
 	dtqv1alpha1.TaskPending, dtqv1alpha1.TaskQueued, dtqv1alpha1.TaskRunning, dtqv1alpha1.TaskRetrying,
 	dtqv1alpha1.TaskSucceeded, dtqv1alpha1.TaskFailed, dtqv1alpha1.TaskDeadLettered, dtqv1alpha1.TaskCancelled, dtqv1alpha1.TaskExpired,
+}
+
+// canonicalState turns a --state value of any case into the state's name
+// (Succeeded), as the HTTP API accepts it; field selectors need the name.
+func canonicalState(state *string) error {
+	if *state == "" {
+		return nil
+	}
+	for _, s := range taskStates {
+		if strings.EqualFold(*state, string(s)) {
+			*state = string(s)
+			return nil
+		}
+	}
+	return fmt.Errorf("--state %q is not a task state: %v", *state, taskStates)
 }
 
 const outputHelp = "Output format: wide, json, yaml, name, jsonpath=TEMPLATE or go-template=TEMPLATE (default: a table)."
@@ -176,8 +191,8 @@ that many per queue).`,
 }
 
 func (f *listFlags) listOptions() (metav1.ListOptions, error) {
-	if f.state != "" && !slices.Contains(taskStates, dtqv1alpha1.TaskState(f.state)) {
-		return metav1.ListOptions{}, fmt.Errorf("--state %q is not a task state: %v", f.state, taskStates)
+	if err := canonicalState(&f.state); err != nil {
+		return metav1.ListOptions{}, err
 	}
 	set := fields.Set{}
 	for field, v := range map[string]string{"spec.queue": f.queue, "status.state": f.state, "spec.type": f.typ, "spec.idempotencyKey": f.key} {
