@@ -127,10 +127,11 @@ func newQueueStatsCommand(c *cli) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "stats [QUEUE...]",
-		Short: "Backlog and live workers of queues, read from the engine (HTTP API)",
+		Short: "Backlog and workers of queues, read from the engine (HTTP API)",
 		Long: `stats reads the queues' backlog from the engine through the dtq HTTP API: depth
-(what maxDepth gates), queued, in flight, scheduled (delayed and retrying), dead
-letters and live workers; -o wide adds the depth per priority band (p0..p9).
+(queued and in flight; maxDepth gates depth plus scheduled), queued, in flight,
+scheduled (delayed and retrying), dead letters and registered workers (draining
+and stopped ones included); -o wide adds the depth per priority band (p0..p9).
 Without QUEUE: every queue of the namespace.`,
 		Example: `  kubectl dtq queue stats
   kubectl dtq queue stats emails -o json`,
