@@ -84,7 +84,8 @@ type Options struct {
 	// otherwise they are wiped at start.
 	KeepState bool
 	// WorkerImage is passed to the manager as --worker-image. The stand-in
-	// ignores images: every pod runs WorkerBin.
+	// ignores images: every pod runs WorkerBin, unless its worker
+	// container's command is the absolute path of a local executable.
 	WorkerImage string
 	// AppDirs maps an app container's image to the directory its command
 	// runs in (HTTP handler pods: the stand-in runs the command, not the
