@@ -139,11 +139,11 @@ helm-lint: chart helm ## Lint the Helm chart with default values and with the AP
 .PHONY: install
 install: manifests kustomize ## Install the CRDs and the Task admission policy into the cluster in ~/.kube/config.
 	"$(KUSTOMIZE)" build config/crd | "$(KUBECTL)" apply --server-side -f -
-	"$(KUSTOMIZE)" build config/admission | "$(KUBECTL)" apply --server-side -f -
+	"$(KUSTOMIZE)" build config/admission-install | "$(KUBECTL)" apply --server-side -f -
 
 .PHONY: uninstall
 uninstall: manifests kustomize ## Remove the CRDs and the Task admission policy.
-	"$(KUSTOMIZE)" build config/admission | "$(KUBECTL)" delete --ignore-not-found -f -
+	"$(KUSTOMIZE)" build config/admission-install | "$(KUBECTL)" delete --ignore-not-found -f -
 	"$(KUSTOMIZE)" build config/crd | "$(KUBECTL)" delete --ignore-not-found -f -
 
 .PHONY: deploy

@@ -63,6 +63,7 @@ func (c *cli) apiURL() (string, error) {
 		}
 	}
 	return "", errors.New("no dtq HTTP API URL: give --api-url or $" + EnvAPIURL +
+		", or write it to the file api-url beside the kubeconfig (make dev does)" +
 		" (in a cluster, e.g.: kubectl -n dtq-system port-forward svc/dtq-api 8443:443, then --api-url https://localhost:8443" +
 		" --api-tls-server-name dtq-api.dtq-system.svc --api-ca-file CA.crt); see docs/cli.md")
 }

@@ -36,6 +36,9 @@ func newDLQCommand(c *cli) *cobra.Command {
 		Long: `dlq works on a queue's dead-letter entries through the dtq HTTP API (see
 --api-url): a task that used up its attempts (or failed with a permanent error)
 ends DeadLettered with an entry here.`,
+		Example: `  kubectl dtq dlq list emails
+  kubectl dtq dlq show emails 01JD6Q1T0F4N3
+  kubectl dtq dlq requeue emails 01JD6Q1T0F4N3`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newDLQListCommand(c), newDLQShowCommand(c), newDLQRequeueCommand(c), newDLQRequeueAllCommand(c), newDLQDiscardCommand(c), newDLQPurgeCommand(c))
@@ -56,7 +59,7 @@ func newDLQListCommand(c *cli) *cobra.Command {
 		Use:   "list QUEUE",
 		Short: "List a queue's dead-letter entries, newest first",
 		Example: `  kubectl dtq dlq list emails
-  kubectl dtq dlq list emails --limit 0 -o name | xargs kubectl dtq dlq requeue emails`,
+  kubectl dtq dlq list emails --limit 0 -o name | xargs -r kubectl dtq dlq requeue emails`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {

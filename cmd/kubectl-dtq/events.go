@@ -46,13 +46,14 @@ func newEventsCommand(c *cli) *cobra.Command {
 TaskDeadLettered ...) from the dtq HTTP API's events stream, one per line: event
 ID, time, type, task ID, attempt, and for TaskProgress the progress the handler
 reported (JSON). Without -f it prints the events kept (about the
-last 10,000 of the queue, or those after --since) and ends; with -f it goes on
-following new ones until interrupted. A dropped connection (an API restart, a
+last 10,000 of the queue, or those after --since) and ends; with -f it follows
+new ones until interrupted, from now on unless --since says where to start
+(--since 0: replay the kept events first). A dropped connection (an API restart, a
 network blip) is resumed after the last event printed (Last-Event-ID), so no event
 is missed or printed twice. -o json prints one JSON object per line.`,
 		Example: `  kubectl dtq events emails
   kubectl dtq events emails -f
-  kubectl dtq events emails -f --since now --task 01JD6Q1T0F4N3
+  kubectl dtq events emails -f --since 0 --task 01JD6Q1T0F4N3
   kubectl dtq events emails -f -o json | jq -r 'select(.type=="TaskDeadLettered").task_id'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -64,6 +65,12 @@ is missed or printed twice. -o json prints one JSON object per line.`,
 				return err
 			}
 			ctx := cmd.Context()
+			if since == "" {
+				since = "0" // without -f: the events kept
+				if follow {
+					since = "now" // as the API's stream: from now on
+				}
+			}
 			opts := client.EventsOptions{Since: since, TaskID: task}
 			if since == "now" {
 				opts.Since = ""
@@ -122,7 +129,7 @@ is missed or printed twice. -o json prints one JSON object per line.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "Keep following new events (resumes by itself after a disconnect).")
-	cmd.Flags().StringVar(&since, "since", "0", `Start after this event ID; "0": the oldest kept; "now" (with -f): only new events.`)
+	cmd.Flags().StringVar(&since, "since", "", `Start after this event ID; "0": the oldest kept; "now" (with -f): only new events (default: "now" with -f, else "0").`)
 	cmd.Flags().StringVar(&task, "task", "", "Only the events of this task ID.")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json or yaml, one document per event (default: a line per event).")
 	return cmd

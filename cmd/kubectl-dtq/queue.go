@@ -33,6 +33,9 @@ func newQueueCommand(c *cli) *cobra.Command {
 		Short: "Queues: list, stats, pause, resume, purge",
 		Long: `queue list, pause and resume work on Queue objects through the API server;
 stats and purge go through the dtq HTTP API (see --api-url).`,
+		Example: `  kubectl dtq queue list
+  kubectl dtq queue stats emails
+  kubectl dtq queue pause emails`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newQueueListCommand(c), newQueueStatsCommand(c), newQueuePauseCommand(c, true), newQueuePauseCommand(c, false),
@@ -85,8 +88,14 @@ the Queue controller applies in Redis (and keeps applied); submissions are still
 			if err != nil {
 				return err
 			}
+			// Resuming removes the field (false is its default), so the
+			// Queue lists as one never paused: a blank PAUSED column.
+			var value any
+			if paused {
+				value = true
+			}
 			q := &dtqv1alpha1.Queue{}
-			if err := kc.mergePatch(cmd.Context(), "queues", args[0], map[string]any{"spec": map[string]any{"paused": paused}}, q); err != nil {
+			if err := kc.mergePatch(cmd.Context(), "queues", args[0], map[string]any{"spec": map[string]any{"paused": value}}, q); err != nil {
 				return err
 			}
 			return p.PrintObj(q, c.streams.Out)
@@ -100,10 +109,11 @@ func newQueueStatsCommand(c *cli) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "stats [QUEUE...]",
-		Short: "Backlog and live workers of queues, read from the engine (HTTP API)",
+		Short: "Backlog and workers of queues, read from the engine (HTTP API)",
 		Long: `stats reads the queues' backlog from the engine through the dtq HTTP API: depth
-(what maxDepth gates), queued, in flight, scheduled (delayed and retrying), dead
-letters and live workers; -o wide adds the depth per priority band (p0..p9).
+(queued and in flight; maxDepth gates depth plus scheduled), queued, in flight,
+scheduled (delayed and retrying), dead letters and registered workers (draining
+and stopped ones included); -o wide adds the depth per priority band (p0..p9).
 Without QUEUE: every queue of the namespace.`,
 		Example: `  kubectl dtq queue stats
   kubectl dtq queue stats emails -o json`,

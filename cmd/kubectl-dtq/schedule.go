@@ -42,6 +42,9 @@ func newScheduleCommand(c *cli) *cobra.Command {
 		Short:   "TaskSchedules: list, get, trigger, suspend, resume",
 		Long: `schedule works on TaskSchedule objects (taskschedules.dtq.dev) through the API
 server: each slot of a schedule's cron expression runs one Task (docs/schedules.md).`,
+		Example: `  kubectl dtq schedule list
+  kubectl dtq schedule get nightly-report
+  kubectl dtq schedule trigger nightly-report`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newScheduleListCommand(c), newScheduleGetCommand(c), newScheduleTriggerCommand(c),

@@ -22,13 +22,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
 
-	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
@@ -77,8 +75,8 @@ func (f *listFlags) listViaAPI(ctx context.Context, c *cli) error {
 	if f.typ != "" || f.key != "" || f.selector != "" || f.allNamespaces {
 		return errors.New("--via-api filters by --queue and --state only (--type, --key, -l and -A are for Task objects)")
 	}
-	if f.state != "" && !slices.Contains(taskStates, dtqv1alpha1.TaskState(f.state)) {
-		return fmt.Errorf("--state %q is not a task state: %v", f.state, taskStates)
+	if err := canonicalState(&f.state); err != nil {
+		return err
 	}
 	api, err := c.apiClient()
 	if err != nil {

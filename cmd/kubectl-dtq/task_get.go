@@ -20,7 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,6 +42,21 @@ var taskStates = func() []dtqv1alpha1.TaskState {
 	}
 	return out
 }()
+
+// canonicalState turns a --state value of any case into the state's name
+// (Succeeded), as the HTTP API accepts it; field selectors need the name.
+func canonicalState(state *string) error {
+	if *state == "" {
+		return nil
+	}
+	for _, s := range taskStates {
+		if strings.EqualFold(*state, string(s)) {
+			*state = string(s)
+			return nil
+		}
+	}
+	return fmt.Errorf("--state %q is not a task state: %v", *state, taskStates)
+}
 
 const outputHelp = "Output format: wide, json, yaml, name, jsonpath=TEMPLATE or go-template=TEMPLATE (default: a table)."
 
@@ -163,8 +178,8 @@ that many per queue).`,
 }
 
 func (f *listFlags) listOptions() (metav1.ListOptions, error) {
-	if f.state != "" && !slices.Contains(taskStates, dtqv1alpha1.TaskState(f.state)) {
-		return metav1.ListOptions{}, fmt.Errorf("--state %q is not a task state: %v", f.state, taskStates)
+	if err := canonicalState(&f.state); err != nil {
+		return metav1.ListOptions{}, err
 	}
 	set := fields.Set{}
 	for field, v := range map[string]string{"spec.queue": f.queue, "status.state": f.state, "spec.type": f.typ, "spec.idempotencyKey": f.key} {

@@ -52,15 +52,17 @@ stdin; every Task in it). Without --name the Task is named after its type with a
 random suffix. It prints the Task's name; follow it with kubectl dtq wait.
 
 With --via-api it submits the task from the flags over the dtq HTTP API instead
-(no Task object: two API-server writes fewer) and prints the task ID; follow it
-with kubectl dtq get --via-api --queue QUEUE ID or kubectl dtq events QUEUE -f.
+(no Task object: two API-server writes fewer) and prints "ID submitted" (with
+-o name the ID alone); follow it with kubectl dtq get --via-api --queue QUEUE ID
+or kubectl dtq events QUEUE -f.
 A key whose task is in progress is refused (IDEMPOTENCY_IN_PROGRESS, naming the
 task); one whose task finished prints that task, marked duplicate.`,
 		Example: `  kubectl dtq submit --queue default --type echo --payload '{"hello":"world"}'
   kubectl dtq submit --queue emails --type send --key receipt-1001 --max-attempts 3 -o name
   kubectl dtq submit -f config/samples/dtq_v1alpha1_task.yaml
   kubectl dtq wait "$(kubectl dtq submit --queue default --type sleep --payload '{"seconds":2}' -o name)"
-  kubectl dtq submit --via-api --queue emails --type send --key receipt-1001 -o name`,
+  ID=$(kubectl dtq submit --via-api --queue default --type echo -o name)
+  kubectl dtq get --via-api --queue default "$ID"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.viaAPI {

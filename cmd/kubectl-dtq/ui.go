@@ -62,6 +62,8 @@ The API is found and trusted as for the other API verbs (--api-url,
 $DTQ_API_URL, or the api-url file beside the kubeconfig, which make dev
 writes; --api-ca-file, --api-tls-server-name), and the user is the one of
 --kubeconfig and --context.`,
+		Example: `  kubectl dtq ui
+  kubectl dtq ui --open=false --address 127.0.0.1:8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -73,7 +73,8 @@ type Options struct {
 	// config/default names them in a cluster.
 	ClusterRoles []string
 	// AdmissionDir holds admission policies applied right after the CRDs
-	// (config/admission); empty: none.
+	// (config/admission), each named "dtq-<name>" as config/default names
+	// them in a cluster; empty: none.
 	AdmissionDir string
 	// SampleDirs are applied once everything runs (config/samples).
 	SampleDirs []string
@@ -83,7 +84,8 @@ type Options struct {
 	// otherwise they are wiped at start.
 	KeepState bool
 	// WorkerImage is passed to the manager as --worker-image. The stand-in
-	// ignores images: every pod runs WorkerBin.
+	// ignores images: every pod runs WorkerBin, unless its worker
+	// container's command is the absolute path of a local executable.
 	WorkerImage string
 	// AppDirs maps an app container's image to the directory its command
 	// runs in (HTTP handler pods: the stand-in runs the command, not the
@@ -333,7 +335,7 @@ func (s *Stack) startControlPlane(logDir string) error {
 		if err != nil {
 			return fmt.Errorf("load admission policies: %w", err)
 		}
-		if err := Apply(ctx, s.Client, policies); err != nil {
+		if err := Apply(ctx, s.Client, withPrefix(policies)); err != nil {
 			return err
 		}
 	}
@@ -418,15 +420,27 @@ func (s *Stack) applyClusterRoles(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		for _, o := range got {
-			o.SetName("dtq-" + o.GetName())
-		}
-		objs = append(objs, got...)
+		objs = append(objs, withPrefix(got)...)
 	}
 	if len(objs) == 0 {
 		return nil
 	}
 	return Apply(ctx, s.Client, objs)
+}
+
+// withPrefix names cluster-scoped objects "dtq-<name>", as config/default's
+// namePrefix does in a cluster, and points policy bindings at the renamed
+// policies.
+func withPrefix(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	for _, o := range objs {
+		o.SetName("dtq-" + o.GetName())
+		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
+			if p, ok, _ := unstructured.NestedString(o.Object, "spec", "policyName"); ok {
+				_ = unstructured.SetNestedField(o.Object, "dtq-"+p, "spec", "policyName")
+			}
+		}
+	}
+	return objs
 }
 
 func definesQueue(objs []*unstructured.Unstructured, ns, name string) bool {

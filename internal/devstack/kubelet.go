@@ -69,7 +69,8 @@ const (
 // for every Deployment labelled dtq.dev/queue it keeps spec.replicas local
 // worker processes ("pods") running with the pod template's environment and
 // writes the Deployment's status. The image is ignored: every pod runs the
-// worker binary.
+// worker binary, or the worker container's command when it is the absolute
+// path of an executable on this machine (a user's own worker).
 type kubelet struct {
 	api       client.Client     // uncached: secrets, config maps, status writes
 	reader    client.Reader     // the Deployment informer
@@ -460,6 +461,11 @@ func (k *kubelet) startWorker(p *pod, c *corev1.Container, ports *podPorts, logP
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(k.workerBin.Load().(string), c.Args...)
+	if ports == nil && len(c.Command) > 0 && localBinary(c.Command[0]) {
+		// A worker built on this machine (docs/worker.md, "Your own
+		// handlers on make dev"): run it instead of the reference worker.
+		cmd = exec.Command(c.Command[0], append(c.Command[1:len(c.Command):len(c.Command)], c.Args...)...)
+	}
 	env = append(env, metricsAddrEnv+"="+addr)
 	if ports != nil {
 		env = ports.sidecarEnv(env)
@@ -474,6 +480,17 @@ func (k *kubelet) startWorker(p *pod, c *corev1.Container, ports *podPorts, logP
 		probe = "/readyz" // a sidecar is ready once it delivers to a ready app
 	}
 	return proc, "http://" + addr + probe, err
+}
+
+// localBinary reports whether a worker container's command names an
+// executable file on this machine by its absolute path; an image's own
+// command (say /manager or /worker) names none here.
+func localBinary(path string) bool {
+	if !filepath.IsAbs(path) {
+		return false
+	}
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // startApp starts an app container's command and args as a local process

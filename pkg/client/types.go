@@ -171,8 +171,8 @@ type QueueStats struct {
 	Namespace string `json:"namespace"`
 	Queue     string `json:"queue"`
 	Paused    bool   `json:"paused"`
-	// Depth is what the Queue's maxDepth gates: stream entries of all bands,
-	// in flight included.
+	// Depth is the stream entries of all bands, in flight included; the
+	// Queue's maxDepth gates Depth plus Scheduled.
 	Depth int64 `json:"depth"`
 	// DepthByPriority has ten entries, priority 0..9.
 	DepthByPriority []int64 `json:"depth_by_priority"`
@@ -180,7 +180,7 @@ type QueueStats struct {
 	InFlight        int64   `json:"in_flight"`
 	Scheduled       int64   `json:"scheduled"` // delayed and retrying
 	DeadLettered    int64   `json:"dead_lettered"`
-	Workers         int     `json:"workers"` // live workers
+	Workers         int     `json:"workers"` // registered workers, draining and stopped ones included
 	// OldestQueuedAgeSeconds is the age of the oldest task not yet delivered
 	// to a worker (submitted, or due after a delay or retry); 0 when none waits.
 	OldestQueuedAgeSeconds float64 `json:"oldest_queued_age_seconds"`

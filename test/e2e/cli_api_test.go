@@ -276,7 +276,7 @@ func testCLIEvents(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	follow := exec.CommandContext(ctx, filepath.Join(binDir, "kubectl-dtq"), "--kubeconfig", single.stack.Kubeconfig, "-n", ns, "events", "q", "-f", "-o", "json")
+	follow := exec.CommandContext(ctx, filepath.Join(binDir, "kubectl-dtq"), "--kubeconfig", single.stack.Kubeconfig, "-n", ns, "events", "q", "-f", "--since", "0", "-o", "json")
 	follow.Cancel = func() error { return follow.Process.Signal(syscall.SIGINT) }
 	out, err := follow.StdoutPipe()
 	must(t, err)
