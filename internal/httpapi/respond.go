@@ -97,9 +97,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeError writes err as an error body {code, message, details,
-// request_id}: an *client.Error as is, an engine error mapped by apiconv.
-// QUEUE_FULL also sets Retry-After.
+// request_id}: an *client.Error as is, an engine error mapped by apiconv
+// (CANCELED or TIMEOUT when the request's context is done). QUEUE_FULL also
+// sets Retry-After. A 5xx is logged with err's own text (Redis's reply, an
+// address), which the answer leaves out.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	err = apiconv.WithContext(r.Context(), err)
 	e := *apiconv.Error(err)
 	e.RequestID = requestID(r)
 	if e.Details == nil {

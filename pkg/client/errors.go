@@ -38,8 +38,12 @@ const (
 	CodeTaskTerminal          = "TASK_TERMINAL"           // 410: the task has finished
 	CodePayloadTooLarge       = "PAYLOAD_TOO_LARGE"       // 413: payload over the Queue's limit, or body over the server's
 	CodeQueueFull             = "QUEUE_FULL"              // 429: Retry-After says when to try again
+	CodeCanceled              = "CANCELED"                // 499: the caller cancelled the request (its context)
 	CodeInternal              = "INTERNAL_ERROR"          // 500
-	CodeRedisUnavailable      = "REDIS_UNAVAILABLE"       // 503
+	CodeRedisError            = "REDIS_ERROR"             // 500: Redis refused the command (e.g. NOPERM, WRONGTYPE); retrying does not help
+	CodeRedisUnavailable      = "REDIS_UNAVAILABLE"       // 503: Redis did not answer, or answered that it cannot now (LOADING, READONLY ...); retry
+	CodeTimeout               = "TIMEOUT"                 // 504: the request ran out of time; a submission may have been written
+	CodeNotSubmitted          = "NOT_SUBMITTED"           // a batch item not written because the batch stopped at a failure (details.cause); its status is the cause's
 )
 
 // Error is an error answer of the API, whose body is {code, message, details,
@@ -62,6 +66,11 @@ type Error struct {
 	TaskID string `json:"-"`
 	// RetryAfter is how long to wait before submitting again (QUEUE_FULL).
 	RetryAfter time.Duration `json:"-"`
+	// Err is the cause, when the error was made in this process: the
+	// context's error of CANCELED and TIMEOUT (so errors.Is(err,
+	// context.Canceled) holds), the engine's or Redis's error of the direct
+	// producer. Answers of the HTTP API carry no cause.
+	Err error `json:"-"`
 }
 
 func (e *Error) Error() string {
@@ -70,6 +79,9 @@ func (e *Error) Error() string {
 	}
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Is matches an *Error with the same code.
 func (e *Error) Is(target error) bool {
@@ -94,8 +106,12 @@ var (
 	ErrTaskTerminal          = &Error{Code: CodeTaskTerminal}
 	ErrPayloadTooLarge       = &Error{Code: CodePayloadTooLarge}
 	ErrQueueFull             = &Error{Code: CodeQueueFull}
+	ErrCanceled              = &Error{Code: CodeCanceled}
 	ErrInternal              = &Error{Code: CodeInternal}
+	ErrRedisError            = &Error{Code: CodeRedisError}
 	ErrRedisUnavailable      = &Error{Code: CodeRedisUnavailable}
+	ErrTimeout               = &Error{Code: CodeTimeout}
+	ErrNotSubmitted          = &Error{Code: CodeNotSubmitted}
 )
 
 // fillFromDetails sets TaskID and RetryAfter from the details the server sent.
