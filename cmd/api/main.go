@@ -56,6 +56,8 @@ type flags struct {
 	auth                              httpapi.AuthOptions
 	keepAlive                         time.Duration
 	maxBody, maxBatchBody             int64
+	bodyTimeout                       time.Duration
+	bodyReads                         int
 	qps                               float64
 	burst                             int
 	debug                             bool
@@ -77,6 +79,9 @@ func main() {
 	flag.DurationVar(&f.keepAlive, "events-keepalive", 15*time.Second, "Interval of the events streams' keep-alive comments.")
 	flag.Int64Var(&f.maxBody, "max-body-bytes", 2<<20, "Largest submission body.")
 	flag.Int64Var(&f.maxBatchBody, "max-batch-body-bytes", 16<<20, "Largest batch body.")
+	flag.DurationVar(&f.bodyTimeout, "body-read-timeout", 10*time.Second, "How long a request's body may take to arrive after its headers (else 408).")
+	flag.IntVar(&f.bodyReads, "max-body-reads-per-client", 8,
+		"How many request bodies of one client identity (user, or address without auth) are read at once; more wait, then get 429.")
 	flag.Float64Var(&f.qps, "kube-api-qps", 50, "Queries per second to the Kubernetes API server (TokenReviews, SubjectAccessReviews, Queue patches).")
 	flag.IntVar(&f.burst, "kube-api-burst", 100, "Burst of queries to the Kubernetes API server.")
 	flag.BoolVar(&f.allowEviction, "allow-redis-eviction", false,
@@ -157,17 +162,19 @@ func run(f flags, log *slog.Logger) error {
 		return err
 	}
 	api, err := httpapi.New(httpapi.Options{
-		Broker:            broker.New(rdb),
-		Events:            broker.New(events),
-		Auth:              auth,
-		PauseQueue:        httpapi.KubernetesPauser(kc),
-		Schedules:         kc,
-		Ready:             func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		Log:               log,
-		Registry:          reg,
-		KeepAlive:         f.keepAlive,
-		MaxBodyBytes:      f.maxBody,
-		MaxBatchBodyBytes: f.maxBatchBody,
+		Broker:                broker.New(rdb),
+		Events:                broker.New(events),
+		Auth:                  auth,
+		PauseQueue:            httpapi.KubernetesPauser(kc),
+		Schedules:             kc,
+		Ready:                 func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Log:                   log,
+		Registry:              reg,
+		KeepAlive:             f.keepAlive,
+		MaxBodyBytes:          f.maxBody,
+		MaxBatchBodyBytes:     f.maxBatchBody,
+		BodyTimeout:           f.bodyTimeout,
+		MaxBodyReadsPerClient: f.bodyReads,
 	})
 	if err != nil {
 		return err

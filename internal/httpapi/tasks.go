@@ -41,7 +41,7 @@ const MaxBatch = 1000
 // child and the tasks carry it to their handlers.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
 	var body submitBody
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, client.CodeInvalidTask, &body); err != nil {
+	if err := s.decodeBody(w, r, s.opts.MaxBodyBytes, client.CodeInvalidTask, &body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -71,7 +71,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, q broker.Qu
 		return
 	}
 	var body batchBody
-	if err := decodeBody(w, r, s.opts.MaxBatchBodyBytes, client.CodeInvalidTask, &body); err != nil {
+	if err := s.decodeBody(w, r, s.opts.MaxBatchBodyBytes, client.CodeInvalidTask, &body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -32,12 +32,14 @@ const (
 	CodeTaskNotFound          = "TASK_NOT_FOUND"          // 404
 	CodeDLQEntryNotFound      = "DLQ_ENTRY_NOT_FOUND"     // 404
 	CodeMethodNotAllowed      = "METHOD_NOT_ALLOWED"      // 405
+	CodeRequestTimeout        = "REQUEST_TIMEOUT"         // 408: the request body did not arrive within the server's body timeout
 	CodeIdempotencyInProgress = "IDEMPOTENCY_IN_PROGRESS" // 409: details.task_id is the in-flight task
 	CodeCancelRequested       = "CANCEL_REQUESTED"        // 409: the task is running; its worker was asked to stop it
 	CodeTaskConflict          = "TASK_CONFLICT"           // 409: e.g. requeue of a task that is not dead-lettered
 	CodeTaskTerminal          = "TASK_TERMINAL"           // 410: the task has finished
 	CodePayloadTooLarge       = "PAYLOAD_TOO_LARGE"       // 413: payload over the Queue's limit, or body over the server's
 	CodeQueueFull             = "QUEUE_FULL"              // 429: Retry-After says when to try again
+	CodeTooManyRequests       = "TOO_MANY_REQUESTS"       // 429: too many bodies of this client are being read at once; Retry-After
 	CodeCanceled              = "CANCELED"                // 499: the caller cancelled the request (its context)
 	CodeInternal              = "INTERNAL_ERROR"          // 500
 	CodeRedisError            = "REDIS_ERROR"             // 500: Redis refused the command (e.g. NOPERM, WRONGTYPE); retrying does not help
@@ -100,6 +102,8 @@ var (
 	ErrTaskNotFound          = &Error{Code: CodeTaskNotFound}
 	ErrDLQEntryNotFound      = &Error{Code: CodeDLQEntryNotFound}
 	ErrMethodNotAllowed      = &Error{Code: CodeMethodNotAllowed}
+	ErrRequestTimeout        = &Error{Code: CodeRequestTimeout}
+	ErrTooManyRequests       = &Error{Code: CodeTooManyRequests}
 	ErrIdempotencyInProgress = &Error{Code: CodeIdempotencyInProgress}
 	ErrCancelRequested       = &Error{Code: CodeCancelRequested}
 	ErrTaskConflict          = &Error{Code: CodeTaskConflict}
