@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -76,6 +77,16 @@ func main() {
 	flag.DurationVar(&f.auth.TokenTTL, "auth-token-cache-ttl", def.TokenTTL, "How long a TokenReview answer is cached.")
 	flag.DurationVar(&f.auth.AllowTTL, "authz-allow-cache-ttl", def.AllowTTL, "How long an allowed SubjectAccessReview answer is cached.")
 	flag.DurationVar(&f.auth.DenyTTL, "authz-deny-cache-ttl", def.DenyTTL, "How long a denied SubjectAccessReview answer is cached.")
+	flag.Func("token-audiences", "Comma-separated token audiences the API accepts (e.g. dtq-api): a token bound to none of them is 401. "+
+		"Empty (the default for now): any token the Kubernetes API server accepts.", func(v string) error {
+		f.auth.Audiences = nil
+		for a := range strings.SplitSeq(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				f.auth.Audiences = append(f.auth.Audiences, a)
+			}
+		}
+		return nil
+	})
 	flag.DurationVar(&f.keepAlive, "events-keepalive", 15*time.Second, "Interval of the events streams' keep-alive comments.")
 	flag.Int64Var(&f.maxBody, "max-body-bytes", 2<<20, "Largest submission body.")
 	flag.Int64Var(&f.maxBatchBody, "max-batch-body-bytes", 16<<20, "Largest batch body.")
