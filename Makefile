@@ -31,7 +31,6 @@ export K8S_VERSION
 # concurrent Redis code, the rest runs without it to stay fast on 2 cores.
 TEST_FLAGS ?= -count=1 -timeout 40m
 RACE_PKGS ?= ./internal/broker/... ./pkg/...
-SSE_FUZZ_TIME ?= 20s
 
 .PHONY: all
 all: build
@@ -75,11 +74,19 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml; fails on any fin
 test: vet lint envtest redis chromium handler-runtimes ## Run every test: lint, unit, Redis integration, envtest integration, end to end.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(TEST_FLAGS) ./...
 	go test $(TEST_FLAGS) -race $(RACE_PKGS)
-	$(MAKE) fuzz-sse
+	$(MAKE) fuzz
 
-.PHONY: fuzz-sse
-fuzz-sse: ## Fuzz the events stream (SSE) parser of pkg/client for SSE_FUZZ_TIME (20s).
-	go test ./internal/sse -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(SSE_FUZZ_TIME)
+# Native Go fuzz targets `make fuzz` runs, as package:Target, each for FUZZ_TIME
+# (their seed corpora also run in every `go test`).
+FUZZ_TARGETS ?= ./internal/httpapi:FuzzDecodeSubmit ./internal/httpapi:FuzzDecodeBatch ./internal/sse:FuzzReader
+FUZZ_TIME ?= 10s
+
+.PHONY: fuzz
+fuzz: ## Fuzz the request decoders and the events stream (SSE) parser, FUZZ_TIME per target.
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($(FUZZ_TIME))"; \
+		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_TIME) || exit 1; \
+	done
 
 .PHONY: verify
 verify: manifests generate chart build-installer ## Fail when generated files, the chart's copies, dist/install.yaml or go.mod are stale.

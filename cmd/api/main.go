@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,6 +58,8 @@ type flags struct {
 	keepAlive                         time.Duration
 	eventsQueues                      int
 	maxBody, maxBatchBody             int64
+	bodyTimeout                       time.Duration
+	bodyReads                         int
 	qps                               float64
 	burst                             int
 	debug                             bool
@@ -75,11 +78,24 @@ func main() {
 	flag.DurationVar(&f.auth.TokenTTL, "auth-token-cache-ttl", def.TokenTTL, "How long a TokenReview answer is cached.")
 	flag.DurationVar(&f.auth.AllowTTL, "authz-allow-cache-ttl", def.AllowTTL, "How long an allowed SubjectAccessReview answer is cached.")
 	flag.DurationVar(&f.auth.DenyTTL, "authz-deny-cache-ttl", def.DenyTTL, "How long a denied SubjectAccessReview answer is cached.")
+	flag.Func("token-audiences", "Comma-separated token audiences the API accepts (e.g. dtq-api): a token bound to none of them is 401. "+
+		"Empty (the default for now): any token the Kubernetes API server accepts.", func(v string) error {
+		f.auth.Audiences = nil
+		for a := range strings.SplitSeq(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				f.auth.Audiences = append(f.auth.Audiences, a)
+			}
+		}
+		return nil
+	})
 	flag.DurationVar(&f.keepAlive, "events-keepalive", 15*time.Second, "Interval of the events streams' keep-alive comments.")
 	flag.IntVar(&f.eventsQueues, "events-max-queues", 512,
 		"Queues whose events streams this replica follows at once without waiting: the events Redis client's pool (each watched queue holds one connection for its blocking read).")
 	flag.Int64Var(&f.maxBody, "max-body-bytes", 2<<20, "Largest submission body.")
 	flag.Int64Var(&f.maxBatchBody, "max-batch-body-bytes", 16<<20, "Largest batch body.")
+	flag.DurationVar(&f.bodyTimeout, "body-read-timeout", 10*time.Second, "How long a request's body may take to arrive after its headers (else 408).")
+	flag.IntVar(&f.bodyReads, "max-body-reads-per-client", 8,
+		"How many request bodies of one client identity (user, or address without auth) are read at once; more wait, then get 429.")
 	flag.Float64Var(&f.qps, "kube-api-qps", 50, "Queries per second to the Kubernetes API server (TokenReviews, SubjectAccessReviews, Queue patches).")
 	flag.IntVar(&f.burst, "kube-api-burst", 100, "Burst of queries to the Kubernetes API server.")
 	flag.BoolVar(&f.allowEviction, "allow-redis-eviction", false,
@@ -160,17 +176,19 @@ func run(f flags, log *slog.Logger) error {
 		return err
 	}
 	api, err := httpapi.New(httpapi.Options{
-		Broker:            broker.New(rdb),
-		Events:            broker.New(events),
-		Auth:              auth,
-		PauseQueue:        httpapi.KubernetesPauser(kc),
-		Schedules:         kc,
-		Ready:             func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		Log:               log,
-		Registry:          reg,
-		KeepAlive:         f.keepAlive,
-		MaxBodyBytes:      f.maxBody,
-		MaxBatchBodyBytes: f.maxBatchBody,
+		Broker:                broker.New(rdb),
+		Events:                broker.New(events),
+		Auth:                  auth,
+		PauseQueue:            httpapi.KubernetesPauser(kc),
+		Schedules:             kc,
+		Ready:                 func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Log:                   log,
+		Registry:              reg,
+		KeepAlive:             f.keepAlive,
+		MaxBodyBytes:          f.maxBody,
+		MaxBatchBodyBytes:     f.maxBatchBody,
+		BodyTimeout:           f.bodyTimeout,
+		MaxBodyReadsPerClient: f.bodyReads,
 	})
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -194,56 +195,106 @@ var statuses = map[broker.Code]int{
 
 // Error converts an engine error into the API's: an engine *Error keeps its
 // code (with details: the task ID of IDEMPOTENCY_IN_PROGRESS, the limits of
-// QUEUE_FULL and PAYLOAD_TOO_LARGE, the field of INVALID_TASK); a failure to
-// reach Redis is 503 REDIS_UNAVAILABLE; anything else 500 INTERNAL_ERROR.
-// An *client.Error is returned as is.
+// QUEUE_FULL and PAYLOAD_TOO_LARGE, the field of INVALID_TASK, the cause's
+// code of NOT_SUBMITTED, whose status is the cause's); a done context is 499
+// CANCELED or 504 TIMEOUT; a failure to reach Redis, or a reply saying it
+// cannot serve now, is 503 REDIS_UNAVAILABLE; any other error reply of Redis
+// (NOPERM, WRONGTYPE, a script's error) is 500 REDIS_ERROR; anything else 500
+// INTERNAL_ERROR. The messages carry no text of Redis (the caller logs err,
+// which the answer keeps as Err). An *client.Error is returned as is.
 func Error(err error) *client.Error {
 	var ce *client.Error
 	if errors.As(err, &ce) {
 		return ce
 	}
+	e := &client.Error{StatusCode: http.StatusInternalServerError, Code: client.CodeInternal,
+		Message: "internal error", Details: map[string]any{}, Err: err}
 	var be *broker.Error
-	if errors.As(err, &be) {
-		e := &client.Error{StatusCode: statuses[be.Code], Code: string(be.Code), Message: be.Message, Details: map[string]any{}}
-		if e.StatusCode == 0 {
-			e.StatusCode = http.StatusInternalServerError
+	var re redis.Error
+	switch {
+	case errors.As(err, &be):
+		e.Code, e.Message = string(be.Code), be.Message
+		if st := statuses[be.Code]; st != 0 {
+			e.StatusCode = st
 		}
-		switch be.Code {
-		case broker.CodeIdempotencyInProgress:
-			e.TaskID = be.TaskID
-			e.Details["task_id"] = be.TaskID
-		case broker.CodeQueueFull:
-			e.RetryAfter = RetryAfter
-			e.Details["retry_after_s"] = int(RetryAfter.Seconds())
-			e.Details["depth"], e.Details["limit"] = be.Depth, be.Limit
-		case broker.CodeNotReplicated:
-			e.RetryAfter = time.Second
-			e.Details["retry_after_s"] = 1
-		case broker.CodePayloadTooLarge:
-			e.Details["limit"] = be.Limit
-		case broker.CodeInvalidTask:
-			if be.Field != "" {
-				e.Details["field"] = be.Field
-			}
+		engineDetails(e, be)
+	case errors.Is(err, context.Canceled):
+		e.StatusCode, e.Code, e.Message = StatusCanceled, client.CodeCanceled, "the request was cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		e.StatusCode, e.Code = http.StatusGatewayTimeout, client.CodeTimeout
+		e.Message = "the request ran out of time; a submission may have been written (retry it with its idempotency key)"
+	case errors.As(err, &re) && !retryableReply(re):
+		e.Code, e.Message = client.CodeRedisError, "Redis refused the command (the server's log has its reply)"
+	case unavailable(err):
+		e.StatusCode, e.Code, e.Message = http.StatusServiceUnavailable, client.CodeRedisUnavailable, "Redis is unavailable"
+	}
+	return e
+}
+
+// StatusCanceled is the status of CANCELED (nginx's 499 Client Closed
+// Request): nobody reads the answer, but logs and metrics count it.
+const StatusCanceled = 499
+
+// engineDetails sets the details and fields of an engine error's code.
+func engineDetails(e *client.Error, be *broker.Error) {
+	switch be.Code {
+	case broker.CodeIdempotencyInProgress:
+		e.TaskID = be.TaskID
+		e.Details["task_id"] = be.TaskID
+	case broker.CodeQueueFull:
+		e.RetryAfter = RetryAfter
+		e.Details["retry_after_s"] = int(RetryAfter.Seconds())
+		e.Details["depth"], e.Details["limit"] = be.Depth, be.Limit
+	case broker.CodeNotReplicated:
+		e.RetryAfter = time.Second
+		e.Details["retry_after_s"] = 1
+	case broker.CodePayloadTooLarge:
+		e.Details["limit"] = be.Limit
+	case broker.CodeInvalidTask:
+		if be.Field != "" {
+			e.Details["field"] = be.Field
 		}
-		return e
+	case broker.CodeNotSubmitted:
+		cause := Error(be.Err)
+		e.StatusCode = cause.StatusCode
+		e.Details["cause"] = cause.Code
 	}
-	if unavailable(err) {
-		return &client.Error{StatusCode: http.StatusServiceUnavailable, Code: client.CodeRedisUnavailable,
-			Message: "Redis is unavailable: " + err.Error(), Details: map[string]any{}}
+}
+
+// retryableReplies are the prefixes of Redis error replies that pass with
+// time: a node loading its data, a busy script, a failover in progress, a
+// replica written to, memory full, too few replicas, a cluster resharding.
+var retryableReplies = []string{"LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "READONLY", "CLUSTERDOWN",
+	"OOM", "NOREPLICAS", "MOVED", "ASK"}
+
+func retryableReply(re redis.Error) bool {
+	msg := re.Error()
+	for _, p := range retryableReplies {
+		if strings.HasPrefix(msg, p+" ") {
+			return true
+		}
 	}
-	return &client.Error{StatusCode: http.StatusInternalServerError, Code: client.CodeInternal,
-		Message: "internal error", Details: map[string]any{}}
+	return false
 }
 
 // unavailable reports whether err is a failure to reach or use Redis: a
-// network error, a closed connection, a timeout, or an error reply of the
-// server (out of memory, loading, read-only replica ...).
+// network error, a closed connection, a timeout, or a retryable error reply
+// (retryableReply; the other replies are classified before).
 func unavailable(err error) bool {
 	var ne net.Error
 	var re redis.Error
 	return errors.As(err, &ne) || errors.As(err, &re) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, redis.ErrClosed) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout)
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout)
+}
+
+// WithContext returns err joined with ctx's error when ctx is done and err
+// does not already say so: go-redis reports a passed deadline as an i/o
+// timeout of the connection, which Error would call REDIS_UNAVAILABLE.
+func WithContext(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
 }
 
 // SubmitStatus is the HTTP status of a successful submission: 202 for a new

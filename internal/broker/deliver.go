@@ -483,10 +483,17 @@ func itemReply(x any) ([]any, error) {
 	case len(v) == 0:
 		return nil, fmt.Errorf("unexpected reply %v", x)
 	case len(v) == 2 && str(v[0]) == "err":
-		return nil, errors.New(str(v[1]))
+		return nil, replyError(str(v[1]))
 	}
 	return v, nil
 }
+
+// replyError is the Redis error reply of one item of a batch script (a
+// redis.Error, as the reply to a command is).
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
 
 // Touch resets the idle time of in-flight executions' entries (XCLAIM JUSTID,
 // idle 0) so a live worker's long tasks are not reclaimed. It is fenced like

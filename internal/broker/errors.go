@@ -39,6 +39,7 @@ const (
 	CodeEvictionPolicy        Code = "REDIS_EVICTION_POLICY"   // Redis may evict keys (maxmemory-policy is not noeviction)
 	CodeInvalidRequest        Code = "INVALID_REQUEST"         // 400, a malformed argument other than a task (e.g. a list's continue token)
 	CodeNotReplicated         Code = "NOT_REPLICATED"          // 503, WithReplicaAck: written on the master, too few replicas acknowledged it in time
+	CodeNotSubmitted          Code = "NOT_SUBMITTED"           // SubmitMany: an item the batch did not write because Redis failed (Err is the failure)
 )
 
 // Error is the engine's typed error. errors.Is(err, ErrQueueFull) and friends
@@ -50,9 +51,18 @@ type Error struct {
 	Depth   int64  // QUEUE_FULL
 	Limit   int64  // QUEUE_FULL, PAYLOAD_TOO_LARGE
 	Field   string // INVALID_TASK: the field at fault, as the HTTP API names it ("" unknown)
+	Err     error  // NOT_SUBMITTED: the failure that stopped the batch
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Unwrap returns the failure behind a NOT_SUBMITTED item (nil otherwise).
+func (e *Error) Unwrap() error { return e.Err }
 
 // Is matches any *Error with the same code.
 func (e *Error) Is(target error) bool {
@@ -76,6 +86,7 @@ var (
 	ErrEvictionPolicy        = &Error{Code: CodeEvictionPolicy}
 	ErrInvalidRequest        = &Error{Code: CodeInvalidRequest}
 	ErrNotReplicated         = &Error{Code: CodeNotReplicated}
+	ErrNotSubmitted          = &Error{Code: CodeNotSubmitted}
 )
 
 // CodeOf returns the code of an engine error, or "" for any other error.

@@ -26,6 +26,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dtq-dev/dtq/internal/tracing"
 )
 
@@ -191,9 +193,18 @@ func prepare(req SubmitRequest) (submitItem, error) {
 // give it at that point (a later request with the key of an earlier one gets
 // ErrIdempotencyInProgress naming it; the depth gate counts the ones admitted
 // before it), in script calls of up to 128 requests. It returns one result
-// and one error per request, or a single error when Redis failed (requests of
-// script calls that went through stay submitted: resubmitting the same
-// requests with idempotency keys is safe).
+// and one error per request.
+//
+// When a script call fails (Redis unreachable, a refused command, ctx done),
+// the batch stops there: SubmitMany looks up which tasks of that call exist
+// (a script is not rolled back, and a lost answer may follow a full run) and
+// answers them as submitted; the others of that call and every later request
+// get ErrNotSubmitted wrapping the failure: nothing was written for them, so
+// submitting them again, with or without a key, duplicates nothing. When the
+// first call fails and none of its tasks is known to exist, it returns the
+// failure alone, as Submit would (nothing known to be written; an
+// unanswered lookup leaves the tasks' existence open, as a failed Submit
+// does). QUEUE_NOT_FOUND is always returned alone.
 //
 // When ctx carries a span, the call runs in one dtq.submit span and each new
 // task keeps that span's traceparent, as with Submit.
@@ -210,24 +221,44 @@ func (b *Broker) submitMany(ctx context.Context, q QueueRef, reqs []SubmitReques
 	errs := make([]error, len(reqs))
 	items := make([]submitItem, 0, min(len(reqs), maxBatch))
 	pos := make([]int, 0, cap(items)) // request index of each item
+	var failed error                  // the failure that stopped the batch
+	calls := 0
 	flush := func() error {
 		if len(items) == 0 {
 			return nil
 		}
-		r, e, err := b.submitBatch(ctx, q, items)
-		if err != nil {
-			if CodeOf(err) == "" {
-				err = fmt.Errorf("broker: submit to %s: %w", q, err)
+		calls++
+		if err := ctx.Err(); err != nil { // not attempted
+			if calls == 1 {
+				return err
 			}
-			return err
-		}
-		for i, p := range pos {
-			res[p], errs[p] = r[i], e[i]
+			for _, p := range pos {
+				errs[p] = notSubmitted(err)
+			}
+			failed = err
+		} else if r, e, err := b.submitBatch(ctx, q, items); err != nil {
+			if CodeOf(err) == CodeQueueNotFound {
+				return err
+			}
+			err = fmt.Errorf("broker: submit to %s: %w", q, err)
+			found := b.settle(ctx, q, items, pos, res, errs, err)
+			if calls == 1 && found == 0 {
+				return err
+			}
+			failed = err
+		} else {
+			for i, p := range pos {
+				res[p], errs[p] = r[i], e[i]
+			}
 		}
 		items, pos = items[:0], pos[:0]
 		return nil
 	}
 	for i, req := range reqs {
+		if failed != nil {
+			errs[i] = notSubmitted(failed)
+			continue
+		}
 		it, err := prepare(req)
 		if err != nil {
 			errs[i] = err
@@ -245,6 +276,43 @@ func (b *Broker) submitMany(ctx context.Context, q QueueRef, reqs []SubmitReques
 		return nil, nil, err
 	}
 	return res, errs, nil
+}
+
+// settleTimeout bounds settle's lookup, which runs even when ctx is done.
+const settleTimeout = 2 * time.Second
+
+// settle answers the items of a failed script call: those whose task hash
+// exists as submitted, the others as not submitted (ErrNotSubmitted wrapping
+// cause). When the lookup fails too, every item gets cause itself: its task
+// may exist. It returns the number found.
+func (b *Broker) settle(ctx context.Context, q QueueRef, items []submitItem, pos []int, res []SubmitResult, errs []error, cause error) int {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	k := keysFor(q)
+	hashes := make([]*redis.MapStringStringCmd, len(items))
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, it := range items {
+			hashes[i] = p.HGetAll(ctx, k.task(it.req.ID))
+		}
+		return nil
+	})
+	found := 0
+	for i, p := range pos {
+		switch {
+		case err != nil:
+			errs[p] = cause
+		case len(hashes[i].Val()) > 0:
+			res[p], found = SubmitResult{Task: taskFromHash(q, hashes[i].Val())}, found+1
+		default:
+			errs[p] = notSubmitted(cause)
+		}
+	}
+	return found
+}
+
+func notSubmitted(cause error) error {
+	return &Error{Code: CodeNotSubmitted, Err: cause,
+		Message: "not submitted: the batch stopped at a failure of Redis; submitting this task again is safe"}
 }
 
 // submitItem is one Submit in a batch: the validated request, its compact

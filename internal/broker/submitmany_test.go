@@ -17,8 +17,13 @@ limitations under the License.
 package broker
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // SubmitMany keeps request order across its script calls of 128: a key
@@ -54,5 +59,93 @@ func TestSubmitManyKeepsOrder(t *testing.T) {
 	}
 	if _, _, err := e.b.SubmitMany(ctx, QueueRef{Namespace: "ns", Name: "none"}, reqs[:1]); CodeOf(err) != CodeQueueNotFound {
 		t.Fatalf("unknown queue: %v", err)
+	}
+}
+
+// afterScripts runs fn on the result of each script command once n script
+// commands have succeeded: fn may replace the error the caller sees.
+type afterScripts struct {
+	n, ok int
+	fn    func(ctx context.Context, err error) error
+}
+
+func (h *afterScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *afterScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.run(ctx, []redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
+	}
+}
+func (h *afterScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return h.run(ctx, cmds, func() error { return next(ctx, cmds) })
+	}
+}
+func (h *afterScripts) run(ctx context.Context, cmds []redis.Cmder, next func() error) error {
+	err := next()
+	for _, c := range cmds {
+		if c.Name() != "evalsha" && c.Name() != "eval" || c.Err() != nil {
+			continue
+		}
+		if h.ok++; h.ok > h.n {
+			err = h.fn(ctx, err)
+			c.SetErr(err)
+		}
+	}
+	return err
+}
+
+// When the answer of a script call is lost after Redis ran it (the
+// connection drops), SubmitMany finds the call's tasks and answers them as
+// submitted; the later requests are NOT_SUBMITTED, wrapping the failure.
+func TestSubmitManyFindsTasksOfALostAnswer(t *testing.T) {
+	e := newEnv(t)
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+	e.rdb.AddHook(&afterScripts{n: 1, fn: func(context.Context, error) error { return reset }})
+	reqs := make([]SubmitRequest, 300)
+	for i := range reqs {
+		reqs[i] = SubmitRequest{Type: "demo"}
+	}
+	res, errs, err := e.b.SubmitMany(ctx, e.q, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		switch {
+		case i < 256:
+			if errs[i] != nil || res[i].Task.ID == "" || res[i].Task.State != StateQueued {
+				t.Fatalf("item %d: %+v %v, want submitted", i, res[i], errs[i])
+			}
+		case CodeOf(errs[i]) != CodeNotSubmitted || !errors.Is(errs[i], reset):
+			t.Fatalf("item %d: %v, want NOT_SUBMITTED wrapping the reset", i, errs[i])
+		}
+	}
+	if n, _ := e.rdb.ZCard(ctx, keysFor(e.q).taskIndex()).Result(); n != 256 {
+		t.Errorf("%d tasks in the index, want 256", n)
+	}
+}
+
+// A context cancelled between two script calls leaves the later requests
+// NOT_SUBMITTED, wrapping context.Canceled; the first call's tasks stand.
+func TestSubmitManyStopsAtACancelledContext(t *testing.T) {
+	e := newEnv(t)
+	cctx, cancel := context.WithCancel(ctx)
+	e.rdb.AddHook(&afterScripts{n: 0, fn: func(_ context.Context, err error) error { cancel(); return err }})
+	reqs := make([]SubmitRequest, 200)
+	for i := range reqs {
+		reqs[i] = SubmitRequest{Type: "demo"}
+	}
+	res, errs, err := e.b.SubmitMany(cctx, e.q, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		switch {
+		case i < 128:
+			if errs[i] != nil || res[i].Task.ID == "" {
+				t.Fatalf("item %d: %v, want submitted", i, errs[i])
+			}
+		case CodeOf(errs[i]) != CodeNotSubmitted || !errors.Is(errs[i], context.Canceled):
+			t.Fatalf("item %d: %v, want NOT_SUBMITTED wrapping context.Canceled", i, errs[i])
+		}
 	}
 }

@@ -68,6 +68,11 @@ type AuthOptions struct {
 	TokenTTL time.Duration
 	// AllowTTL and DenyTTL are the longest SubjectAccessReview answers are used.
 	AllowTTL, DenyTTL time.Duration
+	// Audiences, when set, are the token audiences the API accepts: each
+	// TokenReview asks for them (spec.audiences) and a token whose audiences
+	// (status.audiences) share none is rejected (401). Empty: any token the
+	// API server accepts, whatever its audience.
+	Audiences []string
 }
 
 // DefaultAuthOptions caches TokenReviews and allowed decisions for a minute
@@ -94,6 +99,10 @@ type kubeAuth struct {
 	clock   clock.PassiveClock
 	allowed sync.Map // allowKey -> allowEntry
 	size    atomic.Int64
+	// audiences the TokenReviews ask for (AuthOptions.Audiences): the
+	// delegating authenticator reads them from the request's context, as
+	// kube-apiserver's own filters set them.
+	audiences authenticator.Audiences
 }
 
 // maxAllowed bounds kubeAuth.allowed; when full it is emptied (the slow path
@@ -126,6 +135,7 @@ func KubernetesAuth(cfg *rest.Config, o AuthOptions) (Authorizer, error) {
 	}
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
 		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: false},
+		APIAudiences:             o.Audiences,
 		TokenAccessReviewClient:  cs.AuthenticationV1(),
 		TokenAccessReviewTimeout: 10 * time.Second,
 		WebhookRetryBackoff:      &webhookBackoff,
@@ -143,7 +153,8 @@ func KubernetesAuth(cfg *rest.Config, o AuthOptions) (Authorizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("authorizer: %w", err)
 	}
-	return &kubeAuth{authn: authn, authz: authz, ttl: min(o.TokenTTL, o.AllowTTL) / 2, clock: clock.RealClock{}}, nil
+	return &kubeAuth{authn: authn, authz: authz, ttl: min(o.TokenTTL, o.AllowTTL) / 2, clock: clock.RealClock{},
+		audiences: o.Audiences}, nil
 }
 
 func (k *kubeAuth) Authorize(r *http.Request, a Attributes) (string, error) {
@@ -171,7 +182,11 @@ func (k *kubeAuth) Authorize(r *http.Request, a Attributes) (string, error) {
 func (k *kubeAuth) authorize(r *http.Request, a Attributes) (string, error) {
 	// The bearer token authenticator removes the Authorization header once it
 	// has accepted it; nothing after this step sees the token.
-	res, ok, err := k.authn.AuthenticateRequest(r)
+	ar := r
+	if len(k.audiences) > 0 {
+		ar = r.WithContext(authenticator.WithAudiences(r.Context(), k.audiences)) // shares r's header
+	}
+	res, ok, err := k.authn.AuthenticateRequest(ar)
 	if !ok {
 		// A missing, malformed, expired or revoked token; err (when set) says
 		// which, or that the TokenReview failed.

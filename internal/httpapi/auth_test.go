@@ -18,17 +18,23 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dtq-dev/dtq/pkg/client"
@@ -136,6 +142,67 @@ func TestValidNameIsDNSLabel(t *testing.T) {
 		strings.Repeat("a", 63), strings.Repeat("a", 64), "ümlaut", "a b", "a/b", "{a}"} {
 		if got, want := validName(s), len(validation.IsDNS1123Label(s)) == 0; got != want {
 			t.Errorf("validName(%q) = %v, IsDNS1123Label says %v", s, got, want)
+		}
+	}
+}
+
+// With Audiences set, each TokenReview asks for them and a token bound to
+// another audience is 401. An HTTP stand-in plays the API server's
+// TokenReview and SubjectAccessReview (a pure unit test of the wiring; the
+// audience check itself is k8s.io/apiserver's, and the real API server's in
+// the e2e tests): a token "aud:<x>" is valid for audience x only.
+func TestKubeAuthRequiresAudience(t *testing.T) {
+	var mu sync.Mutex
+	var asked [][]string
+	apiServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.URL.Path, "subjectaccessreviews") {
+			var sar authzv1.SubjectAccessReview
+			_ = json.NewDecoder(r.Body).Decode(&sar)
+			sar.Status.Allowed = true
+			_ = json.NewEncoder(w).Encode(&sar)
+			return
+		}
+		var tr authnv1.TokenReview
+		_ = json.NewDecoder(r.Body).Decode(&tr)
+		mu.Lock()
+		asked = append(asked, tr.Spec.Audiences)
+		mu.Unlock()
+		aud, _ := strings.CutPrefix(tr.Spec.Token, "aud:")
+		if len(tr.Spec.Audiences) > 0 && !slices.Contains(tr.Spec.Audiences, aud) {
+			tr.Status = authnv1.TokenReviewStatus{Error: "token audiences do not match"}
+		} else {
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, Audiences: []string{aud}, User: authnv1.UserInfo{Username: "alice"}}
+		}
+		_ = json.NewEncoder(w).Encode(&tr)
+	}))
+	t.Cleanup(apiServer.Close)
+	k, err := KubernetesAuth(&rest.Config{Host: apiServer.URL},
+		AuthOptions{TokenTTL: time.Minute, AllowTTL: time.Minute, DenyTTL: time.Second, Audiences: []string{"dtq-api"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := Attributes{Verb: "create", Namespace: "team-a", Resource: "tasks"}
+	for token, want := range map[string]int{"aud:dtq-api": 0, "aud:https://kubernetes.default.svc": http.StatusUnauthorized} {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		_, err := k.Authorize(r, create)
+		var ce *client.Error
+		switch {
+		case want == 0 && err != nil:
+			t.Errorf("%s: %v, want allowed", token, err)
+		case want != 0 && (!errors.As(err, &ce) || ce.StatusCode != want):
+			t.Errorf("%s: %v, want %d", token, err, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) == 0 {
+		t.Error("no TokenReview was made")
+	}
+	for _, auds := range asked {
+		if !slices.Equal(auds, []string{"dtq-api"}) {
+			t.Errorf("a TokenReview asked for audiences %q, want [dtq-api]", auds)
 		}
 	}
 }

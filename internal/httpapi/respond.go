@@ -97,9 +97,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeError writes err as an error body {code, message, details,
-// request_id}: an *client.Error as is, an engine error mapped by apiconv.
-// QUEUE_FULL also sets Retry-After.
+// request_id}: an *client.Error as is, an engine error mapped by apiconv
+// (CANCELED or TIMEOUT when the request's context is done). QUEUE_FULL also
+// sets Retry-After. A 5xx is logged with err's own text (Redis's reply, an
+// address), which the answer leaves out.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	err = apiconv.WithContext(r.Context(), err)
 	e := *apiconv.Error(err)
 	e.RequestID = requestID(r)
 	if e.Details == nil {
@@ -120,20 +123,34 @@ func invalidRequest(name, format string, a ...any) *client.Error {
 		Message: fmt.Sprintf(format, a...), Details: map[string]any{"field": name}}
 }
 
-// decodeBody decodes the JSON body into v, at most limit bytes: unknown
-// fields, wrong types, trailing data and syntax errors are 400 with the
-// field named (code INVALID_TASK for a task, else INVALID_REQUEST); a longer
-// body is 413 PAYLOAD_TOO_LARGE.
-func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, code string, v any) error {
-	body, err := readBody(w, r, limit)
+// decodeBody decodes the JSON body into v, at most limit bytes (readBody):
+// unknown fields, wrong types, trailing data and syntax errors are 400 with
+// the field named (code INVALID_TASK for a task, else INVALID_REQUEST); a
+// longer body is 413 PAYLOAD_TOO_LARGE, a late one 408 REQUEST_TIMEOUT.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64, code string, v any) error {
+	body, err := s.readBody(w, r, limit)
+	if err != nil {
+		return bodyError(err, limit, code)
+	}
+	return decodeJSON(body, code, v)
+}
+
+// bodyError is the answer to a body that could not be read.
+func bodyError(err error, limit int64, code string) error {
 	var tooLarge *http.MaxBytesError
+	var ce *client.Error
 	switch {
+	case errors.As(err, &ce):
+		return ce
 	case errors.As(err, &tooLarge):
 		return &client.Error{StatusCode: http.StatusRequestEntityTooLarge, Code: client.CodePayloadTooLarge,
 			Message: fmt.Sprintf("request body is larger than %d bytes", limit), Details: map[string]any{"limit": limit}}
-	case err != nil:
-		return &client.Error{StatusCode: http.StatusBadRequest, Code: code, Message: "read body: " + err.Error()}
 	}
+	return &client.Error{StatusCode: http.StatusBadRequest, Code: code, Message: "read body: " + err.Error()}
+}
+
+// decodeJSON decodes body into v (see decodeBody).
+func decodeJSON(body []byte, code string, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	bad := func(field, format string, a ...any) error {
@@ -169,21 +186,6 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, code string
 		return bad("", "body has data after its JSON object")
 	}
 	return nil
-}
-
-// readBody reads r's body, at most limit bytes, into a buffer of the size
-// the request declares when it declares one.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	if r.ContentLength <= 0 || r.ContentLength > limit {
-		return io.ReadAll(rd)
-	}
-	body := make([]byte, r.ContentLength)
-	if _, err := io.ReadFull(rd, body); err != nil {
-		return nil, err
-	}
-	// The declared length is all there is (net/http ends the body there).
-	return body, nil
 }
 
 // typeName names the Go type a JSON value should have had, in JSON terms.

@@ -95,7 +95,7 @@ func (s *Server) register() {
 	}
 	metricsHandler := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{})
 	s.mux.Handle("GET /metrics", s.metrics.instrument("metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.authorize(w, r, Attributes{Verb: "get", Path: "/metrics"}) {
+		if _, ok := s.authorize(w, r, Attributes{Verb: "get", Path: "/metrics"}); ok {
 			metricsHandler.ServeHTTP(w, r)
 		}
 	})))
@@ -117,9 +117,11 @@ func (s *Server) authorized(rt route) http.Handler {
 		if resource == "queues" {
 			a.Name = q.Name
 		}
-		if !s.authorize(w, r, a) {
+		user, ok := s.authorize(w, r, a)
+		if !ok {
 			return
 		}
+		r = withIdentity(r, user)
 		if !validName(q.Namespace) || q.Name != "" && !validName(q.Name) {
 			s.writeError(w, r, &client.Error{StatusCode: http.StatusNotFound, Code: client.CodeQueueNotFound,
 				Message: "queue " + q.String() + " not found: namespace and queue are DNS labels"})
@@ -135,11 +137,11 @@ func (s *Server) authorized(rt route) http.Handler {
 }
 
 // authorize runs the Authorizer and answers 401/403 (or 500 when the
-// decision failed); it reports whether the request may go on.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, a Attributes) bool {
+// decision failed); it returns the user and whether the request may go on.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, a Attributes) (string, bool) {
 	user, err := s.opts.Auth.Authorize(r, a)
 	if err == nil {
-		return true
+		return user, true
 	}
 	s.log.Debug("Request denied", "user", user, "method", r.Method, "path", r.URL.Path, "error", err)
 	var ce *client.Error
@@ -148,7 +150,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, a Attributes)
 			Message: "authorization failed: " + err.Error()}
 	}
 	s.writeError(w, r, ce)
-	return false
+	return user, false
 }
 
 // validName reports whether s is a DNS label (validation.IsDNS1123Label

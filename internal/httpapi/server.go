@@ -68,6 +68,11 @@ type Options struct {
 	MaxBodyBytes, MaxBatchBodyBytes int64
 	// RequestTimeout bounds every request but the events stream (30s).
 	RequestTimeout time.Duration
+	// BodyTimeout is how long a request's body may take to arrive after its
+	// headers (10s); MaxBodyReadsPerClient how many bodies of one client
+	// identity are read at once (8). See bodyread.go.
+	BodyTimeout           time.Duration
+	MaxBodyReadsPerClient int
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -79,6 +84,8 @@ type Server struct {
 	handler http.Handler // the mux behind the request ID and the error bodies of unmatched paths
 	hubs    *hubs
 	metrics *metrics
+	// bodySlots bounds each client's concurrent body reads (bodyread.go).
+	bodySlots *bodySlots
 }
 
 // New returns a Server with every route of routes.go registered.
@@ -107,13 +114,20 @@ func New(o Options) (*Server, error) {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 30 * time.Second
 	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = 10 * time.Second
+	}
+	if o.MaxBodyReadsPerClient <= 0 {
+		o.MaxBodyReadsPerClient = 8
+	}
 	m, err := newMetrics(o.Registry)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, b: o.Broker, log: o.Log, mux: http.NewServeMux(), hubs: newHubs(o.Events, o.Log), metrics: m}
+	s := &Server{opts: o, b: o.Broker, log: o.Log, mux: http.NewServeMux(), hubs: newHubs(o.Events, o.Log), metrics: m,
+		bodySlots: newBodySlots(o.MaxBodyReadsPerClient)}
 	s.register()
-	s.handler = withRequestID(http.HandlerFunc(s.route))
+	s.handler = withRequestID(s.withBodyDeadline(http.HandlerFunc(s.route)))
 	return s, nil
 }
 

@@ -41,7 +41,7 @@ const MaxBatch = 1000
 // child and the tasks carry it to their handlers.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
 	var body submitBody
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, client.CodeInvalidTask, &body); err != nil {
+	if err := s.decodeBody(w, r, s.opts.MaxBodyBytes, client.CodeInvalidTask, &body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -61,7 +61,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 // submitBatch submits up to MaxBatch tasks in order, each with exactly the
 // semantics of a single submission (SubmitMany), and answers 200 with one
 // result per task. Only a failure of the whole batch (bad body, unknown
-// queue, Redis) is an error answer.
+// queue, Redis failing before any task was written) is an error answer; when
+// Redis fails after some tasks were written, the items not written answer
+// NOT_SUBMITTED.
 func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
 	if r.Header.Get(IdempotencyKeyHeader) != "" {
 		s.writeError(w, r, invalidRequest(IdempotencyKeyHeader,
@@ -69,7 +71,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, q broker.Qu
 		return
 	}
 	var body batchBody
-	if err := decodeBody(w, r, s.opts.MaxBatchBodyBytes, client.CodeInvalidTask, &body); err != nil {
+	if err := s.decodeBody(w, r, s.opts.MaxBatchBodyBytes, client.CodeInvalidTask, &body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -89,7 +91,25 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request, q broker.Qu
 		s.writeError(w, r, err)
 		return
 	}
+	s.logFailedItems(r, results)
 	writeJSON(w, http.StatusOK, client.BatchResponse{Results: results})
+}
+
+// logFailedItems logs the first 5xx item of a batch with its cause's own
+// text (which the answer leaves out), and how many there were.
+func (s *Server) logFailedItems(r *http.Request, results []client.BatchResult) {
+	n, first := 0, -1
+	for i, res := range results {
+		if res.Error != nil && res.Status >= 500 {
+			if n++; first < 0 {
+				first = i
+			}
+		}
+	}
+	if n > 0 {
+		s.log.Error("Batch items failed", "path", r.URL.Path, "request_id", requestID(r), "items", n,
+			"first", first, "code", results[first].Error.Code, "error", results[first].Error.Err)
+	}
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {

@@ -32,15 +32,21 @@ const (
 	CodeTaskNotFound          = "TASK_NOT_FOUND"          // 404
 	CodeDLQEntryNotFound      = "DLQ_ENTRY_NOT_FOUND"     // 404
 	CodeMethodNotAllowed      = "METHOD_NOT_ALLOWED"      // 405
+	CodeRequestTimeout        = "REQUEST_TIMEOUT"         // 408: the request body did not arrive within the server's body timeout
 	CodeIdempotencyInProgress = "IDEMPOTENCY_IN_PROGRESS" // 409: details.task_id is the in-flight task
 	CodeCancelRequested       = "CANCEL_REQUESTED"        // 409: the task is running; its worker was asked to stop it
 	CodeTaskConflict          = "TASK_CONFLICT"           // 409: e.g. requeue of a task that is not dead-lettered
 	CodeTaskTerminal          = "TASK_TERMINAL"           // 410: the task has finished
 	CodePayloadTooLarge       = "PAYLOAD_TOO_LARGE"       // 413: payload over the Queue's limit, or body over the server's
 	CodeQueueFull             = "QUEUE_FULL"              // 429: Retry-After says when to try again
+	CodeTooManyRequests       = "TOO_MANY_REQUESTS"       // 429: too many bodies of this client are being read at once; Retry-After
+	CodeCanceled              = "CANCELED"                // 499: the caller cancelled the request (its context)
 	CodeInternal              = "INTERNAL_ERROR"          // 500
-	CodeRedisUnavailable      = "REDIS_UNAVAILABLE"       // 503
+	CodeRedisError            = "REDIS_ERROR"             // 500: Redis refused the command (e.g. NOPERM, WRONGTYPE); retrying does not help
+	CodeRedisUnavailable      = "REDIS_UNAVAILABLE"       // 503: Redis did not answer, or answered that it cannot now (LOADING, READONLY ...); retry
 	CodeNotReplicated         = "NOT_REPLICATED"          // 503: no replica confirmed the write in time (Queue spec.durability); the task may exist, retry with the same idempotency key
+	CodeTimeout               = "TIMEOUT"                 // 504: the request ran out of time; a submission may have been written
+	CodeNotSubmitted          = "NOT_SUBMITTED"           // a batch item not written because the batch stopped at a failure (details.cause); its status is the cause's
 )
 
 // Error is an error answer of the API, whose body is {code, message, details,
@@ -64,6 +70,11 @@ type Error struct {
 	// RetryAfter is how long to wait before submitting again (QUEUE_FULL,
 	// NOT_REPLICATED).
 	RetryAfter time.Duration `json:"-"`
+	// Err is the cause, when the error was made in this process: the
+	// context's error of CANCELED and TIMEOUT (so errors.Is(err,
+	// context.Canceled) holds), the engine's or Redis's error of the direct
+	// producer. Answers of the HTTP API carry no cause.
+	Err error `json:"-"`
 }
 
 func (e *Error) Error() string {
@@ -72,6 +83,9 @@ func (e *Error) Error() string {
 	}
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Is matches an *Error with the same code.
 func (e *Error) Is(target error) bool {
@@ -90,15 +104,21 @@ var (
 	ErrTaskNotFound          = &Error{Code: CodeTaskNotFound}
 	ErrDLQEntryNotFound      = &Error{Code: CodeDLQEntryNotFound}
 	ErrMethodNotAllowed      = &Error{Code: CodeMethodNotAllowed}
+	ErrRequestTimeout        = &Error{Code: CodeRequestTimeout}
+	ErrTooManyRequests       = &Error{Code: CodeTooManyRequests}
 	ErrIdempotencyInProgress = &Error{Code: CodeIdempotencyInProgress}
 	ErrCancelRequested       = &Error{Code: CodeCancelRequested}
 	ErrTaskConflict          = &Error{Code: CodeTaskConflict}
 	ErrTaskTerminal          = &Error{Code: CodeTaskTerminal}
 	ErrPayloadTooLarge       = &Error{Code: CodePayloadTooLarge}
 	ErrQueueFull             = &Error{Code: CodeQueueFull}
+	ErrCanceled              = &Error{Code: CodeCanceled}
 	ErrInternal              = &Error{Code: CodeInternal}
+	ErrRedisError            = &Error{Code: CodeRedisError}
 	ErrRedisUnavailable      = &Error{Code: CodeRedisUnavailable}
 	ErrNotReplicated         = &Error{Code: CodeNotReplicated}
+	ErrTimeout               = &Error{Code: CodeTimeout}
+	ErrNotSubmitted          = &Error{Code: CodeNotSubmitted}
 )
 
 // fillFromDetails sets TaskID and RetryAfter from the details the server sent.

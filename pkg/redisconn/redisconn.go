@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 
@@ -142,11 +143,18 @@ func (c Config) Client() (redis.UniversalClient, error) {
 		}
 	}
 	wrap := func(err error) error { return fmt.Errorf("redisconn: %s: %w", redact(c.URL), err) }
+	// The parsers' errors may quote the URL (url.Parse) or a piece of it.
+	parseFailed := func(err error) error {
+		if holdsSecret(c.URL) {
+			err = errors.New("the URL does not parse (percent-encode @ : / ? # & in a user name or password)")
+		}
+		return wrap(err)
+	}
 	switch top {
 	case Cluster:
 		opt, err := redis.ParseClusterURL(plain)
 		if err != nil {
-			return nil, wrap(err)
+			return nil, parseFailed(err)
 		}
 		if u, _ := url.Parse(plain); u != nil && strings.Trim(u.Path, "/") != "" && strings.Trim(u.Path, "/") != "0" {
 			return nil, wrap(errors.New("a cluster has only database 0"))
@@ -160,7 +168,7 @@ func (c Config) Client() (redis.UniversalClient, error) {
 	case Sentinel:
 		opt, err := redis.ParseFailoverURL(plain)
 		if err != nil {
-			return nil, wrap(err)
+			return nil, parseFailed(err)
 		}
 		if opt.MasterName == "" {
 			return nil, wrap(errors.New("a Sentinel URL needs master_name=<name>"))
@@ -174,7 +182,7 @@ func (c Config) Client() (redis.UniversalClient, error) {
 	default:
 		opt, err := redis.ParseURL(plain)
 		if err != nil {
-			return nil, wrap(err)
+			return nil, parseFailed(err)
 		}
 		creds(&opt.Username, &opt.Password)
 		if opt.TLSConfig, err = c.tlsConfig(opt.TLSConfig, true); err != nil {
@@ -237,26 +245,34 @@ func (c Config) poolSize(fromURL int) int {
 	return max(fromURL, c.PoolSize)
 }
 
-// redact hides the passwords of a URL (user info and the Sentinel form's
-// password query option) for error messages.
+// holdsSecret reports whether a URL may hold a password: user info or a
+// password query option.
+func holdsSecret(u string) bool { return strings.Contains(u, "@") || strings.Contains(u, "password") }
+
+// passwordOption is a query option whose name ends in "password", with its
+// value up to the next "&".
+var passwordOption = regexp.MustCompile(`([?&][a-z_]*password)=[^&]*`)
+
+// redact hides the passwords of a URL (user info and the password query
+// options) for error messages. url.Parse ends the user info at the last "@"
+// of the host part; a password with an unescaped "/", "?" or "#" ends that
+// part early and lands in the path or the query. So everything before the
+// last "@" is hidden but the user name (all of it when there is no ":"),
+// after the query's password values, which may hold an "@", are hidden.
 func redact(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return u
+	prefix, rest := "", u
+	if scheme, after, ok := strings.Cut(u, "://"); ok {
+		prefix, rest = scheme+"://", after
 	}
-	if userinfo, host, ok := strings.Cut(rest, "@"); ok {
-		if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-			rest = user + ":xxxxx@" + host
+	rest = passwordOption.ReplaceAllString(rest, "${1}=xxxxx")
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		user, _, hasPass := strings.Cut(rest[:at], ":")
+		if !hasPass || strings.ContainsAny(user, "/?#&") {
+			user = "xxxxx"
+		} else {
+			user += ":xxxxx"
 		}
+		rest = user + rest[at:]
 	}
-	if base, query, ok := strings.Cut(rest, "?"); ok {
-		params := strings.Split(query, "&")
-		for i, p := range params {
-			if strings.HasPrefix(p, "password=") {
-				params[i] = "password=xxxxx"
-			}
-		}
-		rest = base + "?" + strings.Join(params, "&")
-	}
-	return scheme + "://" + rest
+	return prefix + rest
 }

@@ -83,6 +83,14 @@ func TestClientErrors(t *testing.T) {
 		"cluster ca":     {redisconn.Config{URL: "redis+cluster://h:1", CAFile: "/nonexistent"}, "rediss+cluster://"},
 		"no master name": {redisconn.Config{URL: "redis+sentinel://h:1?username=u&password=hunter2"}, "master_name"},
 		"bad option":     {redisconn.Config{URL: "redis+sentinel://h:1?master_name=m&password=hunter2&nope=1"}, "password=xxxxx"},
+		// url.Parse's own error quotes the whole URL.
+		"unparsable":        {redisconn.Config{URL: "redis://u:hunter2%zz@h:1"}, "does not parse"},
+		"unparsable port":   {redisconn.Config{URL: "redis://u:x/hunter2@h:1"}, "u:xxxxx@h:1"},
+		"slash in password": {redisconn.Config{URL: "redis://u:/hunter2@h:1"}, "does not parse"},
+		"at in password":    {redisconn.Config{URL: "redis://u:p@hunter2@h:1/notadb"}, "u:xxxxx@h:1/notadb"},
+		"at, no user":       {redisconn.Config{URL: "redis+cluster://p@hunter2@h:1/3"}, "xxxxx@h:1/3"},
+		"at in query":       {redisconn.Config{URL: "redis+sentinel://h:1?sentinel_password=hunter2@x&nope=1"}, "sentinel_password=xxxxx"},
+		"no scheme":         {redisconn.Config{URL: "u:hunter2@h:1"}, "u:xxxxx@h:1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := tc.cfg.Client()

@@ -72,7 +72,7 @@ func (q *Queue) Submit(ctx context.Context, taskType string, payload any, opts .
 	}
 	res, err := q.b.Submit(ctx, q.q, req)
 	if err != nil {
-		return nil, apiconv.Error(err)
+		return nil, apiconv.Error(apiconv.WithContext(ctx, err))
 	}
 	t := apiconv.Task(res.Task, res.Duplicate)
 	return &t, nil
@@ -86,7 +86,7 @@ func (q *Queue) SubmitBatch(ctx context.Context, reqs []client.SubmitRequest) ([
 		return q.b.SubmitMany(ctx, q.q, sub)
 	})
 	if err != nil {
-		return nil, apiconv.Error(err)
+		return nil, apiconv.Error(apiconv.WithContext(ctx, err))
 	}
 	return out, nil
 }
@@ -95,7 +95,7 @@ func (q *Queue) SubmitBatch(ctx context.Context, reqs []client.SubmitRequest) ([
 func (q *Queue) Get(ctx context.Context, id string) (*client.Task, error) {
 	ti, err := q.b.GetTask(ctx, q.q, id)
 	if err != nil {
-		return nil, apiconv.Error(err)
+		return nil, apiconv.Error(apiconv.WithContext(ctx, err))
 	}
 	t := apiconv.Task(ti, false)
 	return &t, nil

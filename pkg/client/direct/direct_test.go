@@ -25,6 +25,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
@@ -122,7 +123,10 @@ func TestSameSemanticsAsTheAPI(t *testing.T) {
 				t.Fatalf("%s via %s: not a *client.Error", name, via)
 			}
 		}
-		ignore := cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".RequestID" || p.Last().String() == ".Message" }, cmp.Ignore())
+		ignore := cmp.FilterPath(func(p cmp.Path) bool {
+			last := p.Last().String()
+			return last == ".RequestID" || last == ".Message" || last == ".Err"
+		}, cmp.Ignore())
 		asJSON := cmp.Transformer("json", func(d map[string]any) string { b, _ := json.Marshal(d); return string(b) })
 		if diff := cmp.Diff(got[0], got[1], ignore, asJSON); diff != "" {
 			t.Errorf("%s: errors differ (-direct +http):\n%s", name, diff)
@@ -149,6 +153,34 @@ func TestSameSemanticsAsTheAPI(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, statuses); diff != "" {
 			t.Errorf("batch via %s (-want +got):\n%s", via, diff)
+		}
+	}
+}
+
+// A cancelled or expired context keeps its identity through both producers,
+// on every call.
+func TestContextErrorsKeepIdentity(t *testing.T) {
+	c, err := client.New(api.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	producers := map[string]client.Producer{"direct": direct.New(rdb).Queue("shop", "emails"), "http": c.Queue("shop", "emails")}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	expired, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	req, _ := client.NewSubmitRequest("send", nil)
+	for via, p := range producers {
+		for ctx, want := range map[context.Context]error{cancelled: context.Canceled, expired: context.DeadlineExceeded} {
+			calls := map[string]error{}
+			_, calls["submit"] = p.Submit(ctx, "send", nil)
+			_, calls["batch"] = p.SubmitBatch(ctx, []client.SubmitRequest{req})
+			_, calls["get"] = p.Get(ctx, "t1")
+			for call, err := range calls {
+				if !errors.Is(err, want) {
+					t.Errorf("%s %s: %v, want errors.Is %v", via, call, err, want)
+				}
+			}
 		}
 	}
 }
