@@ -73,7 +73,7 @@ Logs are in <dir>/logs. Run it from the repository root (make dev does).`,
 	fl.StringVar(&f.assetsDir, "assets-dir", "", "Directory with kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else <bin-dir>/k8s/<version>-<os>-<arch>).")
 	fl.StringVar(&f.crdDir, "crd-dir", "config/crd/bases", "Directory with the CRD manifests.")
 	fl.StringVar(&f.admissionDir, "admission-dir", "config/admission", "Directory with the admission policies applied with the CRDs (empty for none).")
-	fl.StringSliceVar(&f.samples, "samples", []string{"config/samples", "examples/http-handlers/python"},
+	fl.StringSliceVar(&f.samples, "samples", devstack.DevSamples,
 		"Directories whose YAML files are applied once the stack runs (empty for none); the Python HTTP handler example's Queue is one.")
 	fl.StringVar(&f.workerImage, "worker-image", "ghcr.io/dtq-dev/dtq-worker:latest", "Worker image the manager puts in Deployments (the stand-in ignores it).")
 	fl.StringVar(&f.redisFsync, "redis-appendfsync", "everysec", "Redis AOF fsync policy: everysec or always.")

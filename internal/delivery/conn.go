@@ -110,21 +110,18 @@ func (c *loopClient) post(ctx context.Context, hs []header, body []byte) answer 
 
 func (cn *loopConn) roundTrip(c *loopClient, hs []header, body []byte) (answer, bool) {
 	w := cn.bw
-	w.WriteString("POST ")
-	w.WriteString(c.path)
-	w.WriteString(" HTTP/1.1\r\nHost: ")
-	w.WriteString(c.host)
-	w.WriteString("\r\nContent-Type: application/json\r\nContent-Length: ")
-	w.WriteString(strconv.Itoa(len(body)))
-	w.WriteString("\r\n")
-	for _, h := range hs {
-		w.WriteString(h.name)
-		w.WriteString(": ")
-		w.WriteString(h.value)
-		w.WriteString("\r\n")
+	// A bufio.Writer keeps its first error: Flush reports it.
+	put := func(ss ...string) {
+		for _, x := range ss {
+			_, _ = w.WriteString(x)
+		}
 	}
-	w.WriteString("\r\n")
-	w.Write(body)
+	put("POST ", c.path, " HTTP/1.1\r\nHost: ", c.host, "\r\nContent-Type: application/json\r\nContent-Length: ", strconv.Itoa(len(body)), "\r\n")
+	for _, h := range hs {
+		put(h.name, ": ", h.value, "\r\n")
+	}
+	put("\r\n")
+	_, _ = w.Write(body)
 	if err := w.Flush(); err != nil {
 		return answer{err: err}, false
 	}
@@ -134,7 +131,8 @@ func (cn *loopConn) roundTrip(c *loopClient, hs []header, body []byte) (answer, 
 			return answer{err: err}, false
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 {
-			continue // an informational answer precedes the real one
+			_ = resp.Body.Close() // an informational answer (no body) precedes the real one
+			continue
 		}
 		var data []byte
 		switch n := resp.ContentLength; {
@@ -148,9 +146,12 @@ func (cn *loopConn) roundTrip(c *loopClient, hs []header, body []byte) (answer, 
 		if err != nil {
 			return answer{err: fmt.Errorf("read the app's answer: %w", err)}, false
 		}
-		// Reusable when the body was read to its end and the app keeps
-		// the connection open.
-		return answer{status: resp.StatusCode, header: resp.Header, body: data}, len(data) <= maxBody && !resp.Close
+		a := answer{status: resp.StatusCode, header: resp.Header, body: data}
+		if len(data) > maxBody {
+			return a, false // not read to its end: the connection is closed, not drained
+		}
+		_ = resp.Body.Close()
+		return a, !resp.Close // reusable unless the app closes it
 	}
 }
 

@@ -113,6 +113,11 @@ type Options struct {
 	Log *slog.Logger
 }
 
+// DevSamples are the folders, relative to the checkout, whose manifests `make
+// dev` applies (kubectl dtq dev --samples): the samples and the Python HTTP
+// handler example's Queue.
+var DevSamples = []string{"config/samples", "examples/http-handlers/python"}
+
 // ExampleApps maps the images of the HTTP handler examples to their folders
 // under the repository root, for Options.AppDirs.
 func ExampleApps(root string) map[string]string {

@@ -180,7 +180,7 @@ func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, 
 	if errors.Is(err, broker.ErrNotReplicated) {
 		s.logFor(e).Warn("Completion recorded on the Redis master, but no replica acknowledged it in time; "+
 			"a failover before the replica has it runs the task again", "error", err)
-		return
+		return next
 	}
 	if err != nil {
 		s.logFor(e).Error("Complete failed; the entry stays pending and will be redelivered", "error", err)

@@ -132,7 +132,12 @@ func TestHoldStopsNextReads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.Run(ctx) }()
-	defer func() { cancel(); <-stopped }()
+	defer func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
 	for ran.Load() < 10 {
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -140,7 +140,7 @@ func startStack(t *testing.T, root, work string) *devstack.Stack {
 		ClusterRoles: []string{filepath.Join(root, "config/rbac/producer_role.yaml"), filepath.Join(root, "config/rbac/queue_operator_role.yaml")},
 		CRDDir:       filepath.Join(root, "config/crd/bases"),
 		AdmissionDir: filepath.Join(root, "config/admission"),
-		SampleDirs:   []string{filepath.Join(root, "config/samples")},
+		SampleDirs:   sampleDirs(root),
 		AppDirs:      devstack.ExampleApps(root),
 		DefaultQueue: true,
 		Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -296,4 +296,13 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// sampleDirs are the folders make dev applies (devstack.DevSamples), in root.
+func sampleDirs(root string) []string {
+	out := make([]string, len(devstack.DevSamples))
+	for i, d := range devstack.DevSamples {
+		out[i] = filepath.Join(root, d)
+	}
+	return out
 }
