@@ -21,8 +21,9 @@ package delivery
 // per-host pools, a reader and a writer goroutine per connection): the
 // calling goroutine writes the request straight from the task into the
 // connection's buffer and reads the answer with http.ReadResponse, and
-// keep-alive connections wait in a LIFO list. That halves the sidecar's CPU
-// per task (docs/benchmarks.md, "Workers").
+// keep-alive connections wait in a LIFO list. That cut the sidecar's CPU per
+// task by a quarter (docs/benchmarks.md, "Drain through the HTTP delivery
+// sidecar").
 
 import (
 	"bufio"
