@@ -38,7 +38,7 @@ const (
 	CodeStaleExecution        Code = "STALE_EXECUTION"         // another worker took the task over; the call changed nothing
 	CodeEvictionPolicy        Code = "REDIS_EVICTION_POLICY"   // Redis may evict keys (maxmemory-policy is not noeviction)
 	CodeInvalidRequest        Code = "INVALID_REQUEST"         // 400, a malformed argument other than a task (e.g. a list's continue token)
-	CodeNotReplicated         Code = "NOT_REPLICATED"          // 503, WithReplicaAck: written on the master, too few replicas acknowledged it in time
+	CodeNotReplicated         Code = "NOT_REPLICATED"          // 503, Queue spec.durability: written on the master, too few replicas acknowledged it in time
 	CodeNotSubmitted          Code = "NOT_SUBMITTED"           // SubmitMany: an item the batch did not write because Redis failed (Err is the failure)
 )
 
