@@ -51,7 +51,7 @@ type Error struct {
 	Depth   int64  // QUEUE_FULL
 	Limit   int64  // QUEUE_FULL, PAYLOAD_TOO_LARGE
 	Field   string // INVALID_TASK: the field at fault, as the HTTP API names it ("" unknown)
-	Err     error  // NOT_SUBMITTED: the failure that stopped the batch
+	Err     error  // NOT_SUBMITTED: the failure that stopped the batch; NOT_REPLICATED: WAIT's error, if it failed
 }
 
 func (e *Error) Error() string {
@@ -61,7 +61,7 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
 
-// Unwrap returns the failure behind a NOT_SUBMITTED item (nil otherwise).
+// Unwrap returns the failure behind a NOT_SUBMITTED item or a failed WAIT (nil otherwise).
 func (e *Error) Unwrap() error { return e.Err }
 
 // Is matches any *Error with the same code.

@@ -109,7 +109,12 @@ func (r *replicaAck) ScriptLoad(ctx context.Context, script string) *redis.Strin
 
 // run pipelines call and WAIT on one connection: WAIT counts the replicas
 // that have every write of its connection so far. On a cluster that is a
-// connection to the master of the script's slot.
+// connection to the master of the script's slot. A replay that writes nothing
+// (a submission's retry through another connection, finding the task the
+// first try wrote) still waits for the master's writes so far: Redis moves a
+// connection's write offset at every command that may write, a script call
+// or a SET NX that set nothing included (TestReplicaAckOfAReplay; with a
+// lagging replica, WAIT after no command at all would answer at once).
 func (r *replicaAck) run(ctx context.Context, keys []string, call func(redis.Pipeliner) *redis.Cmd) *redis.Cmd {
 	var node redis.Cmdable = r.rdb
 	if cc, ok := r.rdb.(*redis.ClusterClient); ok && len(keys) > 0 {
@@ -131,7 +136,7 @@ func (r *replicaAck) run(ctx context.Context, keys []string, call func(redis.Pip
 		got, err := wait.Int64()
 		switch {
 		case err != nil:
-			cmd.SetErr(&Error{Code: CodeNotReplicated, Message: fmt.Sprintf("the write is on the master; WAIT failed: %v", err)})
+			cmd.SetErr(&Error{Code: CodeNotReplicated, Message: "the write is on the master; WAIT failed", Err: err})
 		case got < int64(r.n):
 			cmd.SetErr(&Error{Code: CodeNotReplicated,
 				Message: fmt.Sprintf("the write is on the master; %d of %d replicas acknowledged it within %v", got, r.n, r.timeout)})

@@ -22,17 +22,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 )
 
-// replicaQueue ensures queue name with ReplicaAcks n and a timeout of 200 ms.
+// replicaQueue ensures queue name with ReplicaAcks n and a timeout of 1 s (a
+// loaded machine can take 200 ms for a replica on loopback to acknowledge).
 func replicaQueue(t *testing.T, b *Broker, name string, n int) QueueRef {
 	t.Helper()
 	q := QueueRef{Namespace: "ns", Name: name}
 	cfg := DefaultQueueConfig()
-	cfg.ReplicaAcks, cfg.ReplicaAckTimeout = n, 200*time.Millisecond
+	cfg.ReplicaAcks, cfg.ReplicaAckTimeout = n, time.Second
 	if err := b.EnsureQueue(ctx, q, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +114,70 @@ func TestReplicaAck(t *testing.T) {
 	}
 	if st, err := replica.HGet(ctx, keysFor(q).task(r3.Task.ID), "state").Result(); err != nil || st != string(StateSucceeded) {
 		t.Fatalf("the completion is not on the replica after the retry: state %q %v", st, err)
+	}
+}
+
+// A replay writes nothing itself, yet is answered only once the replicas have
+// what it answers with. With the replica paused (connected, lagging) a
+// submission and a completion fail with ErrNotReplicated, and so do their
+// retries through another client (another API replica or worker: new
+// connections, none of which wrote the originals), until the replica has
+// caught up; then the retries answer with what the originals wrote.
+func TestReplicaAckOfAReplay(t *testing.T) {
+	t.Parallel()
+	s := redistest.StartSentinel(t, 1, 1)
+	b := New(s.Master.Client())
+	q := replicaQueue(t, b, "q", 1)
+	if _, err := b.Submit(ctx, q, SubmitRequest{Type: "t", IdempotencyKey: "run"}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := b.Read(ctx, q, "w", 1, 0)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("read: %v %v", ds, err)
+	}
+	sr, err := b.Start(ctx, q, "w", ds[0])
+	if err != nil || !sr.Run {
+		t.Fatalf("start: %+v %v", sr, err)
+	}
+	x := Execution{Delivery: ds[0], WorkerID: "w", Attempt: sr.Task.Attempt}
+
+	replica := s.Replicas[0]
+	replica.Pause()
+	paused := true
+	t.Cleanup(func() {
+		if paused {
+			replica.Resume()
+		}
+	})
+	if _, err := b.Submit(ctx, q, SubmitRequest{Type: "t", IdempotencyKey: "k"}); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("submit with the replica paused: %v, want ErrNotReplicated", err)
+	}
+	if _, err := b.Complete(ctx, q, x, Outcome{}); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("complete with the replica paused: %v, want ErrNotReplicated", err)
+	}
+	other := New(redis.NewClient(&redis.Options{Addr: s.Master.Addr}))
+	if _, err := other.Submit(ctx, q, SubmitRequest{Type: "t", IdempotencyKey: "k"}); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("replayed submission with the replica paused: %v, want ErrNotReplicated", err)
+	}
+	if _, err := other.Complete(ctx, q, x, Outcome{}); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("replayed completion with the replica paused: %v, want ErrNotReplicated", err)
+	}
+
+	replica.Resume()
+	paused = false
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err = other.Submit(ctx, q, SubmitRequest{Type: "t", IdempotencyKey: "k"})
+		if !errors.Is(err, ErrNotReplicated) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if be := wantCode(t, err, CodeIdempotencyInProgress); be.TaskID == "" {
+		t.Fatalf("replay after the catch-up: %v, want the in-progress task", err)
+	}
+	if st, err := other.Complete(ctx, q, x, Outcome{}); err != nil || st != StateSucceeded {
+		t.Fatalf("replayed completion after the catch-up: %v %v, want the recorded Succeeded", st, err)
 	}
 }
 
