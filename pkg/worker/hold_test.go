@@ -18,7 +18,6 @@ package worker_test
 
 import (
 	"context"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,34 +33,19 @@ import (
 func TestHoldStopsReads(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	o := workertest.Options{Queue: workertest.NewQueueName()}
-	workertest.EnsureQueue(t, rdb, o)
 	var held atomic.Bool
 	held.Store(true)
 	var ran atomic.Int32
-	srv, err := worker.NewServer(worker.Config{Redis: rdb, Namespace: "default", Queue: o.Queue, WorkerID: "held-worker",
-		VisibilityTimeout: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-		Hold: func() string {
+	h := workertest.StartServer(t, rdb, worker.HandlerFunc(func(context.Context, *worker.Task) (any, error) { ran.Add(1); return nil, nil }),
+		workertest.Options{HeartbeatInterval: 200 * time.Millisecond, Hold: func() string {
 			if held.Load() {
 				return "waiting-for-app"
 			}
 			return ""
-		}}, worker.HandlerFunc(func(context.Context, *worker.Task) (any, error) { ran.Add(1); return nil, nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	id := workertest.Submit(t, rdb, o, "x", nil, workertest.SubmitOptions{})
+		}})
+	id := h.Submit("x", nil, workertest.SubmitOptions{})
 	b := broker.New(rdb)
-	q := broker.QueueRef{Namespace: "default", Name: o.Queue}
+	q := broker.QueueRef{Namespace: "default", Name: h.Queue()}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ws, err := b.Workers(context.Background(), q)

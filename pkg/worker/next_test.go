@@ -22,7 +22,6 @@ package worker_test
 
 import (
 	"context"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,36 +107,23 @@ func TestDrainStopsNextReads(t *testing.T) {
 func TestHoldStopsNextReads(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	o := workertest.Options{Queue: workertest.NewQueueName()}
-	workertest.EnsureQueue(t, rdb, o)
-	for range 200 {
-		workertest.Submit(t, rdb, o, "work", nil, workertest.SubmitOptions{})
-	}
 	var held atomic.Bool
 	var ran atomic.Int32
-	srv, err := worker.NewServer(worker.Config{Redis: rdb, Namespace: "default", Queue: o.Queue, Concurrency: 2,
-		Logger: slog.New(slog.DiscardHandler), Hold: func() string {
-			if held.Load() {
-				return "held"
-			}
-			return ""
-		}}, worker.HandlerFunc(func(context.Context, *worker.Task) (any, error) {
+	h := workertest.StartServer(t, rdb, worker.HandlerFunc(func(context.Context, *worker.Task) (any, error) {
 		time.Sleep(20 * time.Millisecond)
 		ran.Add(1)
 		return nil, nil
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- srv.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-stopped; err != nil {
-			t.Errorf("Run: %v", err)
+	}), workertest.Options{Concurrency: 2, VisibilityTimeout: worker.DefaultVisibilityTimeout, Hold: func() string {
+		// (the default visibility timeout: with the harness's 2 s a reclaim
+		// would be due so often that it, not Hold, stopped the next reads)
+		if held.Load() {
+			return "held"
 		}
-	}()
+		return ""
+	}})
+	for range 200 {
+		h.Submit("work", nil, workertest.SubmitOptions{})
+	}
 	for ran.Load() < 10 {
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -147,6 +147,7 @@ type Options struct {
 	DefaultTimeout    time.Duration // queue default handler timeout; default 30s
 	WorkerID          string        // default: generated
 	Logger            *slog.Logger  // default: discard
+	Hold              func() string // worker.Config.Hold; default: never holds
 }
 
 var queueSeq atomic.Int64
@@ -227,7 +228,7 @@ func StartServer(tb testing.TB, rdb redis.UniversalClient, h worker.Handler, o O
 	srv, err := worker.NewServer(worker.Config{
 		Redis: rdb, Namespace: o.Namespace, Queue: o.Queue, Concurrency: o.Concurrency,
 		VisibilityTimeout: o.VisibilityTimeout, HeartbeatInterval: o.HeartbeatInterval, DrainTimeout: o.DrainTimeout,
-		WorkerID: o.WorkerID, Logger: o.Logger,
+		WorkerID: o.WorkerID, Logger: o.Logger, Hold: o.Hold,
 	}, h)
 	if err != nil {
 		tb.Fatalf("workertest: %v", err)
