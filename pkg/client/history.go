@@ -20,6 +20,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -47,12 +48,26 @@ type HistorySample struct {
 	Retries      int64     `json:"retries"`       // failed attempts scheduled for a retry
 }
 
-// History returns the queue's samples written after since (zero: every one
-// kept), oldest first.
-func (q *Queue) History(ctx context.Context, since time.Time) (*QueueHistory, error) {
+// HistoryOptions selects the samples History returns.
+type HistoryOptions struct {
+	// Since keeps the samples written after it; zero for every one kept.
+	Since time.Time
+	// Limit keeps the newest Limit of those, 1..10000; 0 means 10000.
+	Limit int
+}
+
+// History returns the queue's samples selected by opts, oldest first.
+func (q *Queue) History(ctx context.Context, opts HistoryOptions) (*QueueHistory, error) {
+	v := url.Values{}
+	if !opts.Since.IsZero() {
+		v.Set("since", opts.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if opts.Limit != 0 {
+		v.Set("limit", strconv.Itoa(opts.Limit))
+	}
 	path := q.path + "/history"
-	if !since.IsZero() {
-		path += "?since=" + url.QueryEscape(since.UTC().Format(time.RFC3339Nano))
+	if len(v) > 0 {
+		path += "?" + v.Encode()
 	}
 	var out QueueHistory
 	if err := q.c.do(ctx, http.MethodGet, path, nil, nil, &out); err != nil {
