@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +26,8 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +46,7 @@ import (
 func init() {
 	register(Case{Group: "Workers", Name: "drain 20k no-op, 32 slots", Dtq: dtqDrain, Peer: asynqDrain})
 	register(Case{Group: "Workers", Name: "drain 20k no-op via HTTP sidecar, 32 slots", Dtq: sidecarDrain, Peer: asynqDrain})
+	register(Case{Group: "Workers", Name: "drain 20k no-op, stream floor", Dtq: floorDrain, Peer: asynqDrain})
 	register(Case{Group: "Workers", Name: "idle latency (seq tasks/s)", Dtq: dtqLatency, Peer: asynqLatency})
 }
 
@@ -160,6 +164,68 @@ func drainThrough(ctx context.Context, p Params, who string, start func(rdb redi
 		time.Sleep(time.Millisecond)
 	}
 	d = time.Since(begin)
+	report(d)
+	return drainTasks, d, nil
+}
+
+// floorDrain is not dtq: it is the least Redis work of a drain through a
+// stream and a consumer group, with dtq's round trips (one per task per slot,
+// as CompleteNext makes them): 32 slots, each sending the previous entry's
+// XACK and XDEL and the next entry's XREADGROUP in one pipeline. No script,
+// no task hash, no attempt, lease, event or counter, no executor hand-off. It
+// bounds what any change of dtq's scripts and worker can win on this machine.
+func floorDrain(ctx context.Context, p Params) (int, time.Duration, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: drainSlots + 16})
+	defer rdb.Close()
+	const stream, group = "floor:stream", "g"
+	if err := rdb.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil {
+		return 0, 0, err
+	}
+	if _, err := parallel(drainTasks, p.Producers, func(i int) error {
+		return rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"t", "noop", "p", p.Payload}}).Err()
+	}); err != nil {
+		return 0, 0, err
+	}
+	report := drainCPU(ctx, p.Addr, "floor")
+	begin := time.Now()
+	var n atomic.Int64
+	errs := make(chan error, drainSlots)
+	var wg sync.WaitGroup
+	for slot := range drainSlots {
+		wg.Go(func() {
+			read := &redis.XReadGroupArgs{Group: group, Consumer: "c" + strconv.Itoa(slot), Streams: []string{stream, ">"}, Count: 1, Block: -1}
+			prev := ""
+			for {
+				var next *redis.XStreamSliceCmd
+				_, err := rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+					if prev != "" {
+						pl.XAck(ctx, stream, group, prev)
+						pl.XDel(ctx, stream, prev)
+					}
+					next = pl.XReadGroup(ctx, read)
+					return nil
+				})
+				if errors.Is(err, redis.Nil) {
+					return // the stream is empty, the last entry acknowledged
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				prev = next.Val()[0].Messages[0].ID
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, 0, err
+	}
+	if n.Load() != drainTasks {
+		return 0, 0, fmt.Errorf("floor drain: %d of %d", n.Load(), drainTasks)
+	}
+	d := time.Since(begin)
 	report(d)
 	return drainTasks, d, nil
 }
