@@ -70,7 +70,8 @@ type Started struct {
 // exactly as Start decides a (not reclaimed) delivery for workerID. Entries
 // that do not run (Run false: duplicate, cancelled, expired, terminal, ...) are
 // already acknowledged and count toward count. It blocks like Read when
-// nothing is ready.
+// nothing is ready; when ctx ends meanwhile it returns ctx's error once the
+// wait ends (go-redis does not cut a blocking XREAD short), starting nothing.
 //
 // An entry returned with Run true is Running with its entry pending for
 // consumer: a worker that stops before executing it must leave it so (never
@@ -121,6 +122,9 @@ func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *
 	keys := append(append([]string{}, streams...), k.paused())
 	deadline := time.Now().Add(block)
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err // ended while waiting: read nothing more
+		}
 		argv := []any{k.prefix, consumer, count}
 		if extra != nil {
 			argv = append(argv, extra()...)

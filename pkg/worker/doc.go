@@ -61,7 +61,8 @@ limitations under the License.
 // queue at once, never acknowledged as done: any worker reads them right away
 // (not after the visibility timeout), as attempt+1 since their handlers ran. A
 // handler that has not begun its task when the drain starts may return
-// [ErrHandBack]: the task then goes back without counting the attempt. Entries
+// [ErrHandBack]: the task then goes back without counting the attempt;
+// [Task.Draining] tells a waiting handler that the drain started. Entries
 // never read stay in the stream.
 //
 // # Progress

@@ -110,6 +110,47 @@ func TestHandBackWhileDrainingIsUncounted(t *testing.T) {
 	readableNow(t, rdb, qref(a), id, 1)
 }
 
+// Task.Draining is closed when the drain starts: a handler waiting on it
+// hands its task back at once, uncounted, the draining worker does not read
+// it again, and another worker runs it as attempt 1. (Without the signal the
+// handler waits out its 30 s fallback and the task ends Succeeded "late" on
+// this worker; with the drain's read started from a context the drain does
+// not end, the handed-back task ran again here, up to three times.)
+func TestDrainingSignal(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	started := make(chan struct{}, 10)
+	mux := worker.NewMux()
+	mux.HandleFunc("wait", func(ctx context.Context, t *worker.Task) (any, error) {
+		started <- struct{}{}
+		select {
+		case <-t.Draining():
+			return nil, worker.ErrHandBack
+		case <-time.After(30 * time.Second):
+			return "late", nil
+		}
+	})
+	if (&worker.Task{}).Draining() != nil {
+		t.Fatal("a Task outside a Server has a draining signal")
+	}
+	o := workertest.Options{VisibilityTimeout: longVisibility, HeartbeatInterval: 200 * time.Millisecond, DrainTimeout: time.Minute}
+	a := workertest.StartServer(t, rdb, mux, o)
+	id := a.Submit("wait", nil, workertest.SubmitOptions{})
+	<-started
+	a.Stop()
+	if n := len(started); n != 0 {
+		t.Fatalf("the draining worker ran the handed-back task %d more times", n)
+	}
+	if st := a.Get(id); st.State != "Queued" || st.Attempt != 1 {
+		t.Fatalf("after the drain: %s attempt %d, want Queued attempt 1 (handed back, not counted)", st.State, st.Attempt)
+	}
+	o.Queue = a.Queue()
+	b := workertest.StartServer(t, rdb, worker.HandlerFunc(func(context.Context, *worker.Task) (any, error) { return "ran", nil }), o)
+	if st := b.Wait(id, waitFor); st.State != "Succeeded" || st.Attempt != 1 {
+		t.Fatalf("on the next worker: %s attempt %d, want Succeeded attempt 1", st.State, st.Attempt)
+	}
+}
+
 // Progress reports are written at once, then coalesced to one write a second
 // carrying the latest value; they show on the task and in its events.
 func TestReportProgress(t *testing.T) {

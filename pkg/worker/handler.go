@@ -43,6 +43,20 @@ type Task struct {
 	exec *execution
 }
 
+// Draining returns a channel that is closed when the worker running t starts
+// to drain (Run's context ended, e.g. on SIGTERM: it reads no more tasks and
+// waits up to its drain timeout for the running ones). A handler that waits
+// (for a rate limit, a lock, a slow dependency) can select on it and return
+// ErrHandBack while its task has done nothing yet: the task goes back to the
+// queue at once without counting the attempt. Outside a Server (a Task built
+// by workertest) it is nil, which never fires.
+func (t *Task) Draining() <-chan struct{} {
+	if t.srv == nil {
+		return nil
+	}
+	return t.srv.runCtx.Done()
+}
+
 // Handler runs tasks. The returned value is stored as the task's JSON result
 // (json.RawMessage is stored as is; nil stores null). Handlers must honour ctx:
 // it ends at the task deadline, on a cancel request and when a draining worker

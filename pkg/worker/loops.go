@@ -101,9 +101,16 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 			}
 		}
 		began := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), readBlock+opTimeout)
+		// Run's context: a read waiting when the drain begins starts nothing
+		// after it wakes (a task a handler hands back as the drain begins
+		// would otherwise be read again by this worker).
+		ctx, cancel := context.WithTimeout(s.runCtx, readBlock+opTimeout)
 		ds, err := s.b.ReadStart(ctx, s.q, s.cfg.WorkerID, s.cfg.WorkerID, n, min(readBlock, max(time.Millisecond, time.Until(nextReclaim))))
 		cancel()
+		if err != nil && s.draining() {
+			s.release(n)
+			return
+		}
 		if err != nil {
 			s.release(n)
 			s.log.Warn("Read", "error", err)
