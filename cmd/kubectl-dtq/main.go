@@ -45,6 +45,9 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubectl-dtq:", err)
+		if hint := apiTokenHint(err); hint != "" {
+			fmt.Fprintln(os.Stderr, "kubectl-dtq:", hint)
+		}
 		var ee exitError
 		if errors.As(err, &ee) {
 			os.Exit(ee.code)

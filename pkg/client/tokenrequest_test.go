@@ -184,4 +184,3 @@ func TestWithTokenRequest(t *testing.T) {
 		t.Error("the token was not requested anew after 80% of its lifetime")
 	}
 }
-
