@@ -147,7 +147,8 @@ func (o *options) transport(base http.RoundTripper) (http.RoundTripper, error) {
 }
 
 // bearerTransport sets the token of src on each request that has no
-// Authorization header.
+// Authorization header. A source that can forget a token (WithTokenRequest's)
+// forgets one the API answered 401, as client-go's exec credentials do.
 type bearerTransport struct {
 	src  tokenSource
 	base http.RoundTripper
@@ -166,7 +167,11 @@ func (b *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+tok)
-	return b.base.RoundTrip(r)
+	resp, err := b.base.RoundTrip(r)
+	if f, ok := b.src.(interface{ forget(string) }); ok && err == nil && resp.StatusCode == http.StatusUnauthorized {
+		f.forget(tok) // refused before its time (revoked, say): the next request gets a new one
+	}
+	return resp, err
 }
 
 // RESTConfigTransport wraps base (http.DefaultTransport when nil) with

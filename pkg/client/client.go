@@ -79,7 +79,8 @@ func WithTokenFile(path string) Option {
 // SelfSubjectReview; any other user is ErrNotServiceAccount). cfg's user
 // needs create on serviceaccounts/token of that ServiceAccount. Each token
 // is asked for an hour and requested anew once 80% of its lifetime has
-// passed, on the first request that needs it.
+// passed or the API has answered 401 to it, on the first request that needs
+// it.
 func WithTokenRequest(cfg *rest.Config, namespace, serviceAccount, audience string) Option {
 	return func(o *options) (err error) {
 		o.token, err = newRequestedToken(cfg, namespace, serviceAccount, audience)

@@ -38,7 +38,7 @@ const requestTTL = time.Hour
 
 // requestedToken requests tokens of a ServiceAccount for an audience with
 // the TokenRequest API and holds each until 80% of its lifetime has passed
-// (as the kubelet renews projected tokens).
+// (as the kubelet renews projected tokens), or until the API refuses it.
 type requestedToken struct {
 	accounts corev1client.ServiceAccountsGetter
 	reviews  authenticationv1client.SelfSubjectReviewsGetter
@@ -115,4 +115,14 @@ func (r *requestedToken) whoAmI(ctx context.Context) error {
 	}
 	r.namespace, r.name = parts[0], parts[1]
 	return nil
+}
+
+// forget drops tok if it is the token held, so the next request asks for a
+// new one.
+func (r *requestedToken) forget(tok string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.value == tok {
+		r.value = ""
+	}
 }

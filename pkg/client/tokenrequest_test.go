@@ -18,8 +18,10 @@ package client_test
 
 import (
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,5 +184,38 @@ func TestWithTokenRequest(t *testing.T) {
 	list(t, c)
 	if rec.last() == first {
 		t.Error("the token was not requested anew after 80% of its lifetime")
+	}
+
+	// A token the API refuses (401) is dropped: the next request has a new one.
+	var (
+		mu   sync.Mutex
+		sent []string
+	)
+	refuseFirst := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent = append(sent, r.Header.Get("Authorization"))
+		n := len(sent)
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"code":"UNAUTHORIZED","message":"token revoked"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"queues":[]}`))
+	}))
+	t.Cleanup(refuseFirst.Close)
+	c, err = client.New(refuseFirst.URL, client.WithTokenRequest(admin, "default", "checkout", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Queues(ctx, "default"); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("first request: %v, want 401", err)
+	}
+	list(t, c)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 2 || sent[0] == sent[1] {
+		t.Errorf("after a 401 the client sent the same token again")
 	}
 }
