@@ -48,6 +48,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/httpapi"
 	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/pkg/client"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
@@ -78,8 +79,9 @@ func main() {
 	flag.DurationVar(&f.auth.TokenTTL, "auth-token-cache-ttl", def.TokenTTL, "How long a TokenReview answer is cached.")
 	flag.DurationVar(&f.auth.AllowTTL, "authz-allow-cache-ttl", def.AllowTTL, "How long an allowed SubjectAccessReview answer is cached.")
 	flag.DurationVar(&f.auth.DenyTTL, "authz-deny-cache-ttl", def.DenyTTL, "How long a denied SubjectAccessReview answer is cached.")
-	flag.Func("token-audiences", "Comma-separated token audiences the API accepts (e.g. dtq-api): a token bound to none of them is 401. "+
-		"Empty (the default for now): any token the Kubernetes API server accepts.", func(v string) error {
+	f.auth.Audiences = def.Audiences
+	flag.Func("token-audiences", "Comma-separated token audiences the API accepts (default "+client.DefaultAudience+"): a token bound to none of them is 401. "+
+		"Empty (--token-audiences=) accepts any token the Kubernetes API server accepts, its own included; the API then logs a warning.", func(v string) error {
 		f.auth.Audiences = nil
 		for a := range strings.SplitSeq(v, ",") {
 			if a = strings.TrimSpace(a); a != "" {
@@ -159,8 +161,15 @@ func run(f flags, log *slog.Logger) error {
 	if f.noAuth {
 		log.Warn("INSECURE: --insecure-no-auth is set. Every request is served without authentication or " +
 			"authorisation: anyone who reaches " + f.bind + " can submit, read, cancel and purge. For local use only.")
-	} else if auth, err = httpapi.KubernetesAuth(kube, f.auth); err != nil {
-		return err
+	} else {
+		if len(f.auth.Audiences) == 0 {
+			log.Warn("--token-audiences is empty: the API accepts any token the Kubernetes API server accepts, " +
+				"including tokens for the API server itself, which a compromised API replica could replay there. " +
+				"Prefer tokens for audience " + client.DefaultAudience + " (docs/api.md, Token audiences).")
+		}
+		if auth, err = httpapi.KubernetesAuth(kube, f.auth); err != nil {
+			return err
+		}
 	}
 	scheme := runtime.NewScheme()
 	if err := dtqv1alpha1.AddToScheme(scheme); err != nil {
@@ -215,7 +224,7 @@ func serve(ctx context.Context, f flags, api *httpapi.Server, log *slog.Logger) 
 		srv.TLSConfig = &tls.Config{GetCertificate: cw.GetCertificate, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 		ln, scheme = tls.NewListener(ln, srv.TLSConfig), "https"
 	}
-	log.Info("Serving the dtq API", "url", scheme+"://"+ln.Addr().String(), "auth", !f.noAuth)
+	log.Info("Serving the dtq API", "url", scheme+"://"+ln.Addr().String(), "auth", !f.noAuth, "tokenAudiences", f.auth.Audiences)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -35,12 +35,20 @@ import (
 // EnvAPIURL names the HTTP API's base URL when --api-url is not given.
 const EnvAPIURL = "DTQ_API_URL"
 
-// apiFlags say where the HTTP API is and how to trust its certificate.
+// apiFlags say where the HTTP API is, how to trust its certificate and
+// which token to send it.
 type apiFlags struct {
 	url, caFile, serverName string
+	token, tokenFile        string
+	audience                string
 }
 
 func (f *apiFlags) addFlags(fl *pflag.FlagSet) {
+	fl.StringVar(&f.token, "api-token", "", "Bearer token for the HTTP API, for its audience (e.g. from kubectl create token SA --audience dtq-api); "+
+		"default: a token requested for the kubeconfig's ServiceAccount (see --api-audience).")
+	fl.StringVar(&f.tokenFile, "api-token-file", "", "File holding the bearer token for the HTTP API (read again when it changes), like --api-token.")
+	fl.StringVar(&f.audience, "api-audience", client.DefaultAudience, "Without --api-token(-file): the audience of the token requested (TokenRequest) "+
+		"for the ServiceAccount the kubeconfig's user is; empty sends the kubeconfig's own credentials, for an API started with --token-audiences=.")
 	fl.StringVar(&f.url, "api-url", "", "Base URL of the dtq HTTP API (default: $"+EnvAPIURL+", else the api-url file beside the kubeconfig, which make dev writes).")
 	fl.StringVar(&f.caFile, "api-ca-file", "", "CA certificate (PEM) to trust for the API's TLS certificate (default: the system's).")
 	fl.StringVar(&f.serverName, "api-tls-server-name", "", "Name to check in the API's TLS certificate (through a port-forward: dtq-api.dtq-system.svc).")
@@ -82,20 +90,53 @@ func (c *cli) kubeconfigPath() string {
 	return clientcmd.RecommendedHomeFile
 }
 
-// apiClient returns a client of the HTTP API that authenticates as the
-// kubeconfig's user (with --context, --user, --token ... applied): a bearer
-// token, a token file or an exec plugin. A user with only a client
-// certificate cannot authenticate to the API; the error says so.
-func (c *cli) apiClient() (*client.Client, error) {
-	u, err := c.apiURL()
-	if err != nil {
-		return nil, err
+// apiCredentials are the client options that authenticate to the HTTP API:
+// --api-token or --api-token-file as given; else tokens for --api-audience
+// requested with the TokenRequest API for the ServiceAccount the kubeconfig's
+// user (with --context, --user, --token ... applied) is, which fails with
+// client.ErrNotServiceAccount for another user (see apiTokenHint); else, with
+// --api-audience empty, the kubeconfig user's own token, token file or exec
+// plugin (a client certificate cannot authenticate; the error says so).
+func (c *cli) apiCredentials() ([]client.Option, error) {
+	switch {
+	case c.api.token != "" && c.api.tokenFile != "":
+		return nil, errors.New("give --api-token or --api-token-file, not both")
+	case c.api.token != "":
+		return []client.Option{client.WithToken(c.api.token)}, nil
+	case c.api.tokenFile != "":
+		return []client.Option{client.WithTokenFile(c.api.tokenFile)}, nil
 	}
 	cfg, err := c.kube.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	opts := []client.Option{client.WithRESTConfig(cfg)}
+	if c.api.audience == "" {
+		return []client.Option{client.WithRESTConfig(cfg)}, nil
+	}
+	return []client.Option{client.WithTokenRequest(cfg, "", "", c.api.audience)}, nil
+}
+
+// apiTokenHint says how to get a token for the API when the kubeconfig's
+// user is not a ServiceAccount (a person with a client certificate or OIDC).
+func apiTokenHint(err error) string {
+	if !errors.Is(err, client.ErrNotServiceAccount) {
+		return ""
+	}
+	return "the dtq HTTP API accepts tokens of a ServiceAccount for its audience: give one with " +
+		`--api-token "$(kubectl -n NAMESPACE create token SERVICEACCOUNT --audience ` + client.DefaultAudience + `)"` +
+		" or --api-token-file (see docs/cli.md)"
+}
+
+// apiClient returns a client of the HTTP API with apiCredentials.
+func (c *cli) apiClient() (*client.Client, error) {
+	u, err := c.apiURL()
+	if err != nil {
+		return nil, err
+	}
+	opts, err := c.apiCredentials()
+	if err != nil {
+		return nil, err
+	}
 	tr, err := c.apiTransport()
 	if err != nil {
 		return nil, err

@@ -54,8 +54,11 @@ the HTTP API (bin/api) on a loopback port with Kubernetes authentication on,
 and a stand-in for the kubelet that runs every worker Deployment's replicas as
 local bin/worker processes (container images are ignored). It creates Queue
 default/default, applies the samples, writes the admin kubeconfig
-(cluster-admin by a ServiceAccount token, which the API accepts too) and the
-API's base URL to <dir>/api-url, and prints one line:
+(cluster-admin by a token of ServiceAccount dtq-system/dtq-dev-admin; the API
+accepts that ServiceAccount's tokens for its audience, which kubectl dtq
+requests and curl users mint with kubectl -n dtq-system create token
+dtq-dev-admin --audience dtq-api) and the API's base URL to <dir>/api-url, and
+prints one line:
 
   dtq dev: ready, export KUBECONFIG=<dir>/kubeconfig, API at http://127.0.0.1:<port>
 

@@ -45,6 +45,9 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubectl-dtq:", err)
+		if hint := apiTokenHint(err); hint != "" {
+			fmt.Fprintln(os.Stderr, "kubectl-dtq:", hint)
+		}
 		var ee exitError
 		if errors.As(err, &ee) {
 			os.Exit(ee.code)
@@ -61,8 +64,9 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Long: `kubectl-dtq works with dtq's Task and Queue objects (tasks.dtq.dev, queues.dtq.dev)
 through the API server, with the connection and credentials of kubectl
 (--kubeconfig, --context, -n), and with what has no object (dead letters, queue
-stats, workers, events, tasks submitted over HTTP) through the dtq HTTP API, as
-the same user (--api-url). Installed on the PATH it is the kubectl plugin
+stats, workers, events, tasks submitted over HTTP) through the dtq HTTP API
+(--api-url), with a token for its audience requested for the kubeconfig's
+ServiceAccount (or --api-token). Installed on the PATH it is the kubectl plugin
 "kubectl dtq". "dev" runs the whole product on this machine.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dtq"},
 		SilenceUsage:  true,

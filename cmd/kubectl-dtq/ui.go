@@ -48,13 +48,14 @@ func newUICommand(c *cli) *cobra.Command {
 	var f uiFlags
 	cmd := &cobra.Command{
 		Use:   "ui",
-		Short: "Open the web console through a local proxy that authenticates with your kubeconfig",
+		Short: "Open the web console through a local proxy that authenticates you to the API",
 		Long: `ui serves the dtq API (and its web console under /ui/) on a loopback port and
 forwards every request to the API. A request that carries the proxy's session
-secret as its bearer token is sent with the bearer token of your kubeconfig's
-current user instead (token, token file, exec or auth-provider plugin), so the
-API's authentication and RBAC decide as for kubectl; other requests are
-forwarded unchanged. It prints the console's URL, whose fragment carries the
+secret as its bearer token is sent with a token for the API instead, the one
+the other API verbs send: --api-token or --api-token-file, else a token for
+--api-audience (dtq-api) requested for the ServiceAccount your kubeconfig's
+user is, so the API's authentication and RBAC decide as for kubectl; other
+requests are forwarded unchanged. It prints the console's URL, whose fragment carries the
 secret (the console keeps it in the tab's session storage), opens it in your
 browser (--open), and runs until Ctrl-C.
 
@@ -83,7 +84,7 @@ func runUI(ctx context.Context, c *cli, f uiFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := c.kube.ToRESTConfig()
+	opts, err := c.apiCredentials()
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func runUI(ctx context.Context, c *cli, f uiFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	creds, err := client.RESTConfigTransport(cfg, base)
+	creds, err := client.Transport(base, opts...)
 	if err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func runUI(ctx context.Context, c *cli, f uiFlags, out io.Writer) error {
 }
 
 // uiProxy forwards requests to the API; those whose bearer token is the
-// session secret go out with the kubeconfig's credentials instead. Both
+// session secret go out with the API verbs' credentials instead. Both
 // trust the API's certificate as --api-ca-file and --api-tls-server-name say.
 type uiProxy struct {
 	secret string
@@ -155,7 +156,7 @@ func newUIProxy(apiURL string, creds, plain http.RoundTripper) (*uiProxy, error)
 		},
 		Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if r.Header.Get("Authorization") == "Bearer "+p.secret {
-				r.Header.Del("Authorization") // the kubeconfig's token goes in its place
+				r.Header.Del("Authorization") // the API verbs' token goes in its place
 				return creds.RoundTrip(r)
 			}
 			return plain.RoundTrip(r)

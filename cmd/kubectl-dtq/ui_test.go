@@ -26,10 +26,12 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
-// The proxy swaps its session secret for the kubeconfig's token, forwards
+// The proxy swaps its session secret for the API verbs' token, forwards
 // any other request unchanged, and passes an events stream through as it
 // comes.
 func TestUIProxy(t *testing.T) {
@@ -64,11 +66,19 @@ current-context: x
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	plain, err := (&cli{api: apiFlags{caFile: caFile}}).apiTransport()
+	// The credentials of the API verbs, as runUI builds them; here
+	// --api-audience= (the kubeconfig's own token).
+	c := &cli{kube: genericclioptions.NewConfigFlags(false), api: apiFlags{caFile: caFile}}
+	*c.kube.KubeConfig = kubeconfig
+	plain, err := c.apiTransport()
 	if err != nil {
 		t.Fatal(err)
 	}
-	creds, err := client.KubeconfigTransport(kubeconfig, plain)
+	opts, err := c.apiCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := client.Transport(plain, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

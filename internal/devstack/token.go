@@ -32,13 +32,18 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
 
 // The user's kubeconfig (<dir>/kubeconfig) authenticates with a bearer token,
 // not envtest's client certificate, so that the same credentials reach the
-// dtq HTTP API (which accepts Kubernetes tokens only): kubectl, kubectl dtq
-// and curl all use it. The token is the ServiceAccount AdminServiceAccount's,
-// bound to cluster-admin and minted with the TokenRequest API at every start.
+// dtq HTTP API (which accepts ServiceAccount tokens for its audience only):
+// kubectl uses it as is, kubectl dtq requests tokens for the API's audience
+// with it (TokenRequest for its own ServiceAccount), curl users mint one
+// with `kubectl create token dtq-dev-admin --audience dtq-api`. The token is
+// the ServiceAccount AdminServiceAccount's, bound to cluster-admin and minted
+// with the TokenRequest API at every start.
 // The stack's own processes (manager, API) use the client-certificate
 // kubeconfig <dir>/admin.kubeconfig.
 
@@ -87,17 +92,24 @@ func (s *Stack) writeTokenKubeconfig(ctx context.Context, path string) error {
 }
 
 // Token mints a token of ServiceAccount namespace/name with the TokenRequest
-// API (what `kubectl create token` does), valid for ttl.
-func (s *Stack) Token(ctx context.Context, namespace, name string, ttl time.Duration) (string, error) {
+// API (what `kubectl create token` does), valid for ttl, for audiences (none:
+// the Kubernetes API server's own, which the HTTP API refuses).
+func (s *Stack) Token(ctx context.Context, namespace, name string, ttl time.Duration, audiences ...string) (string, error) {
 	cs, err := kubernetes.NewForConfig(s.Config)
 	if err != nil {
 		return "", err
 	}
 	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl.Seconds()))},
+		Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To(int64(ttl.Seconds()))},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("mint a token of %s/%s: %w", namespace, name, err)
 	}
 	return tr.Status.Token, nil
+}
+
+// APIToken mints a token of ServiceAccount namespace/name for the HTTP API's
+// audience (dtq-api), as `kubectl create token NAME --audience dtq-api` does.
+func (s *Stack) APIToken(ctx context.Context, namespace, name string, ttl time.Duration) (string, error) {
+	return s.Token(ctx, namespace, name, ttl, dtqclient.DefaultAudience)
 }

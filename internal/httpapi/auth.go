@@ -75,11 +75,13 @@ type AuthOptions struct {
 	Audiences []string
 }
 
-// DefaultAuthOptions caches TokenReviews and allowed decisions for a minute
+// DefaultAuthOptions accepts tokens for audience client.DefaultAudience
+// (dtq-api) only, and caches TokenReviews and allowed decisions for a minute
 // and denials for ten seconds: a revoked token or removed RoleBinding stops
 // working within that time.
 func DefaultAuthOptions() AuthOptions {
-	return AuthOptions{TokenTTL: time.Minute, AllowTTL: time.Minute, DenyTTL: 10 * time.Second}
+	return AuthOptions{TokenTTL: time.Minute, AllowTTL: time.Minute, DenyTTL: 10 * time.Second,
+		Audiences: []string{client.DefaultAudience}}
 }
 
 // kubeAuth authenticates bearer tokens with TokenReview and authorises with

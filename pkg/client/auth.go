@@ -17,6 +17,7 @@ limitations under the License.
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,12 +30,24 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+// DefaultAudience is the token audience the dtq API requires unless it is
+// started with other --token-audiences.
+const DefaultAudience = "dtq-api"
+
+// ErrNotServiceAccount is WithTokenRequest's error for a user who is not a
+// ServiceAccount (a person with a client certificate or an OIDC token) and
+// so cannot request tokens for itself: give a token of a ServiceAccount
+// (`kubectl create token SA --audience dtq-api`), or name one.
+var ErrNotServiceAccount = errors.New("client: not a ServiceAccount")
+
 // tokenSource yields the bearer token of a request.
-type tokenSource interface{ token() (string, error) }
+type tokenSource interface {
+	token(ctx context.Context) (string, error)
+}
 
 type staticToken string
 
-func (t staticToken) token() (string, error) { return string(t), nil }
+func (t staticToken) token(context.Context) (string, error) { return string(t), nil }
 
 // fileToken reads a token file, again whenever its size or modification time
 // changes, so a rotated projected ServiceAccount token is picked up on the
@@ -48,7 +61,7 @@ type fileToken struct {
 	value string
 }
 
-func (f *fileToken) token() (string, error) {
+func (f *fileToken) token(context.Context) (string, error) {
 	st, err := os.Stat(f.path)
 	if err != nil {
 		return "", fmt.Errorf("client: token file: %w", err)
@@ -98,16 +111,67 @@ func KubeconfigTransport(path string, base http.RoundTripper) (http.RoundTripper
 	return RESTConfigTransport(cfg, base)
 }
 
-// restConfigClient returns hc with its transport wrapped by
-// RESTConfigTransport.
-func restConfigClient(cfg *rest.Config, hc *http.Client) (*http.Client, error) {
-	rt, err := RESTConfigTransport(cfg, hc.Transport)
+// Transport returns base (http.DefaultTransport when nil) wrapped with the
+// credentials of opts (WithToken, WithTokenFile, WithTokenRequest,
+// WithKubeconfig or WithRESTConfig), which New's clients send too: every
+// request without an Authorization header gets the bearer token. For a proxy
+// in front of the API (kubectl dtq ui) or an HTTP client of your own.
+func Transport(base http.RoundTripper, opts ...Option) (http.RoundTripper, error) {
+	o, err := apply(opts)
 	if err != nil {
 		return nil, err
 	}
-	out := *hc
-	out.Transport = rt
-	return &out, nil
+	return o.transport(base)
+}
+
+// transport wraps base with the options' credentials: a token source, else a
+// kubeconfig's or rest.Config's user; none leaves base as it is.
+func (o *options) transport(base http.RoundTripper) (http.RoundTripper, error) {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if o.token != nil {
+		return &bearerTransport{src: o.token, base: base}, nil
+	}
+	cfg := o.restConfig
+	if o.kubeconfig != nil {
+		var err error
+		if cfg, err = kubeconfigConfig(*o.kubeconfig); err != nil {
+			return nil, err
+		}
+	}
+	if cfg == nil {
+		return base, nil
+	}
+	return RESTConfigTransport(cfg, base)
+}
+
+// bearerTransport sets the token of src on each request that has no
+// Authorization header. A source that can forget a token (WithTokenRequest's)
+// forgets one the API answered 401, as client-go's exec credentials do.
+type bearerTransport struct {
+	src  tokenSource
+	base http.RoundTripper
+}
+
+func (b *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Authorization") != "" {
+		return b.base.RoundTrip(r)
+	}
+	tok, err := b.src.token(r.Context())
+	if err != nil {
+		if r.Body != nil {
+			_ = r.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := b.base.RoundTrip(r)
+	if f, ok := b.src.(interface{ forget(string) }); ok && err == nil && resp.StatusCode == http.StatusUnauthorized {
+		f.forget(tok) // refused before its time (revoked, say): the next request gets a new one
+	}
+	return resp, err
 }
 
 // RESTConfigTransport wraps base (http.DefaultTransport when nil) with

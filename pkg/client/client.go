@@ -36,9 +36,8 @@ import (
 // Client talks to one dtq HTTP API. It is safe for concurrent use and keeps
 // its connections alive between calls.
 type Client struct {
-	base  string
-	hc    *http.Client
-	token tokenSource // nil: the transport authenticates (WithKubeconfig)
+	base string
+	hc   *http.Client // its transport adds the credentials (Transport)
 }
 
 // Option configures New.
@@ -56,28 +55,55 @@ func WithToken(token string) Option {
 	return func(o *options) error { o.token = staticToken(token); return nil }
 }
 
-// ServiceAccountTokenFile is where Kubernetes mounts a pod's ServiceAccount token.
+// APITokenFile is where the docs' projected volume mounts a pod's
+// ServiceAccount token for DefaultAudience (docs/api.md, "Token audiences").
+const APITokenFile = "/var/run/secrets/dtq.dev/serviceaccount/token"
+
+// ServiceAccountTokenFile is where Kubernetes mounts a pod's default
+// ServiceAccount token, whose audience is the Kubernetes API server: the dtq
+// API accepts it only when started with --token-audiences= (empty).
 const ServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 // WithTokenFile authenticates with the token in path, read again whenever
-// the file changes (a projected ServiceAccount token is rotated in place).
+// the file changes (a projected ServiceAccount token, such as APITokenFile,
+// is rotated in place).
 func WithTokenFile(path string) Option {
 	return func(o *options) error { o.token = &fileToken{path: path}; return nil }
 }
 
+// WithTokenRequest authenticates with tokens for audience (DefaultAudience
+// when empty) that the client requests itself with the TokenRequest API of
+// the Kubernetes API server of cfg, as `kubectl create token --audience`
+// does: tokens of ServiceAccount namespace/serviceAccount, or, when both are
+// empty, of the ServiceAccount cfg authenticates as (found with a
+// SelfSubjectReview; any other user is ErrNotServiceAccount). cfg's user
+// needs create on serviceaccounts/token of that ServiceAccount. Each token
+// is asked for an hour and requested anew once 80% of its lifetime has
+// passed or the API has answered 401 to it, on the first request that needs
+// it.
+func WithTokenRequest(cfg *rest.Config, namespace, serviceAccount, audience string) Option {
+	return func(o *options) (err error) {
+		o.token, err = newRequestedToken(cfg, namespace, serviceAccount, audience)
+		return err
+	}
+}
+
 // WithKubeconfig authenticates as the current user of a kubeconfig: path, or
-// when empty the default rules (KUBECONFIG, then ~/.kube/config). The user
-// must have a token, a token file or an exec or auth-provider plugin that
-// yields one: the API accepts no client certificates.
+// when empty the default rules (KUBECONFIG, then ~/.kube/config), with the
+// user's own credentials: a token, a token file or an exec or auth-provider
+// plugin that yields one (the API accepts no client certificates). Those are
+// tokens for the Kubernetes API server, which the dtq API accepts only when
+// started with --token-audiences= (empty); with its default audience, load
+// the kubeconfig and use WithTokenRequest.
 func WithKubeconfig(path string) Option {
 	return func(o *options) error { o.kubeconfig = &path; return nil }
 }
 
 // WithRESTConfig authenticates as the user of a client-go configuration (a
 // kubeconfig loaded with its context, user and flag overrides, as kubectl
-// plugins do), with the same requirement as WithKubeconfig: a token, a token
-// file or a plugin that yields one. Only its credentials are used, not its
-// host or TLS settings.
+// plugins do), as WithKubeconfig does: with its own token, token file or
+// plugin, for an API started with --token-audiences= (empty). Only its
+// credentials are used, not its host or TLS settings.
 func WithRESTConfig(cfg *rest.Config) Option {
 	return func(o *options) error { o.restConfig = cfg; return nil }
 }
@@ -96,29 +122,28 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("client: base URL %q must be absolute (https://host[:port])", baseURL)
 	}
+	o, err := apply(opts)
+	if err != nil {
+		return nil, err
+	}
+	hc := http.Client{}
+	if o.hc != nil {
+		hc = *o.hc
+	}
+	if hc.Transport, err = o.transport(hc.Transport); err != nil {
+		return nil, err
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), hc: &hc}, nil
+}
+
+func apply(opts []Option) (*options, error) {
 	var o options
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
-	hc := o.hc
-	if hc == nil {
-		hc = &http.Client{}
-	}
-	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: hc, token: o.token}
-	cfg := o.restConfig
-	if o.kubeconfig != nil {
-		if cfg, err = kubeconfigConfig(*o.kubeconfig); err != nil {
-			return nil, err
-		}
-	}
-	if cfg != nil {
-		if c.hc, err = restConfigClient(cfg, hc); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
+	return &o, nil
 }
 
 // Queue returns a handle on queue name of namespace; it makes no call.
@@ -175,13 +200,6 @@ func (c *Client) send(ctx context.Context, method, path string, header http.Head
 	// The caller's trace context, when ctx carries a span: the API continues
 	// it on submissions (docs/observability.md).
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	if c.token != nil {
-		tok, err := c.token.token()
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("client: %s %s: %w", method, path, err)

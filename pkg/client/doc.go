@@ -18,7 +18,7 @@ limitations under the License.
 // tasks with idempotency keys, read, wait for, list and cancel them, read and
 // pause queues, handle dead letters, and follow a queue's events.
 //
-//	c, err := client.New("https://dtq-api.dtq-system.svc", client.WithTokenFile(client.ServiceAccountTokenFile))
+//	c, err := client.New("https://dtq-api.dtq-system.svc", client.WithTokenFile(client.APITokenFile))
 //	q := c.Queue("shop", "emails")
 //	t, err := q.Submit(ctx, "send_receipt", map[string]any{"order": 42}, client.IdempotencyKey("receipt-42"))
 //	t, err = q.Wait(ctx, t.TaskID)
@@ -33,10 +33,16 @@ limitations under the License.
 // itself with a jittered backoff and resumes without a gap; its Close may be
 // called from any goroutine.
 //
-// Credentials are Kubernetes bearer tokens: a fixed one (WithToken), a file
-// read again whenever it changes, such as a projected ServiceAccount token
-// (WithTokenFile), or the user of a kubeconfig (WithKubeconfig). RBAC on the
-// dtq.dev resources decides what a token may do.
+// Credentials are Kubernetes ServiceAccount tokens for the API's audience
+// (DefaultAudience, "dtq-api", unless the API is started with other
+// --token-audiences): a fixed one (WithToken, e.g. from `kubectl create token
+// SA --audience dtq-api`), a file read again whenever it changes, such as a
+// projected ServiceAccount token (WithTokenFile, APITokenFile), or tokens the
+// client requests itself with the TokenRequest API (WithTokenRequest, for a
+// named ServiceAccount or the one a kubeconfig authenticates as).
+// WithKubeconfig and WithRESTConfig send a kubeconfig user's own
+// credentials, for an API started with --token-audiences= (empty). RBAC on
+// the dtq.dev resources decides what a token may do.
 //
 // Every request carries the W3C trace context (traceparent header) of the
 // span ctx carries, if any: a submission then runs in a dtq.submit span, its

@@ -26,11 +26,12 @@ import (
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
-// In a pod, authenticate as the pod's ServiceAccount; its token file is
-// rotated in place and read again when it changes. Outside the cluster use
-// WithKubeconfig("") (KUBECONFIG or ~/.kube/config) or WithToken.
+// In a pod, authenticate as the pod's ServiceAccount with a projected token
+// for the API's audience (docs/api.md, "Token audiences"); the kubelet
+// rotates it in place and the client reads it again when it changes.
+// Outside the cluster use WithTokenRequest or WithToken.
 func ExampleNew() {
-	c, err := client.New("https://dtq-api.dtq-system.svc", client.WithTokenFile(client.ServiceAccountTokenFile))
+	c, err := client.New("https://dtq-api.dtq-system.svc", client.WithTokenFile(client.APITokenFile))
 	if err != nil {
 		log.Fatal(err)
 	}

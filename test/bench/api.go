@@ -170,7 +170,7 @@ func launchAPI(addr string) (*apiStack, error) {
 
 // producerToken creates ServiceAccount bench/producer allowed to create
 // tasks in namespace bench (the dtq-producer role's rule) and returns a
-// token of it.
+// token of it for the API's audience (dtq-api).
 func producerToken(cfg *rest.Config) (string, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -196,7 +196,8 @@ func producerToken(cfg *rest.Config) (string, error) {
 		return "", err
 	}
 	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{client.DefaultAudience}, ExpirationSeconds: ptr.To[int64](3600)}},
+		metav1.CreateOptions{})
 	if err != nil {
 		return "", err
 	}

@@ -17,14 +17,21 @@ limitations under the License.
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dtq-dev/dtq/internal/devstack"
+	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
@@ -45,6 +52,15 @@ func TestAPIAuth(t *testing.T) {
 	expect(t, "no token", call(t, "", "POST", q+"/tasks", submit), http.StatusUnauthorized, dtqclient.CodeUnauthorized)
 	expect(t, "not a token", call(t, "garbage", "POST", q+"/tasks", submit), http.StatusUnauthorized, dtqclient.CodeUnauthorized)
 	expect(t, "a token of no user", call(t, nobody+"x", "GET", q, nil), http.StatusUnauthorized, dtqclient.CodeUnauthorized)
+	// The API requires tokens for its audience (dtq-api, the default of
+	// --token-audiences): the producer's token for the Kubernetes API server
+	// (a plain `kubectl create token`) or for another audience is 401.
+	for _, aud := range [][]string{nil, {"other-api"}} {
+		tok, err := single.stack.Token(t.Context(), ns, "producer", time.Hour, aud...)
+		must(t, err)
+		expect(t, fmt.Sprintf("a producer's token for audiences %q", aud), call(t, tok, "POST", q+"/tasks", submit),
+			http.StatusUnauthorized, dtqclient.CodeUnauthorized)
+	}
 
 	r := call(t, producer, "POST", q+"/tasks", submit)
 	expect(t, "producer submits", r, http.StatusAccepted, "")
@@ -114,23 +130,77 @@ func TestAPIAuth(t *testing.T) {
 	}))
 }
 
-// The way a make dev user reaches the API: the URL in <dir>/api-url and the
-// credentials of the dev kubeconfig (a ServiceAccount token), through the Go
-// client's WithKubeconfig.
+// The way a make dev user reaches the API from Go: the URL in <dir>/api-url
+// and tokens for the API's audience that the client requests with the dev
+// kubeconfig (a ServiceAccount's token) for that ServiceAccount
+// (WithTokenRequest). The kubeconfig's own token (WithKubeconfig) is for
+// the Kubernetes API server: 401.
 func TestAPIWithTheDevKubeconfig(t *testing.T) {
 	url, err := os.ReadFile(filepath.Join(single.stack.Dir, "api-url"))
 	must(t, err)
 	if strings.TrimSpace(string(url)) != single.stack.APIURL {
 		t.Fatalf("api-url holds %q, the API is at %s", url, single.stack.APIURL)
 	}
-	c, err := dtqclient.New(strings.TrimSpace(string(url)), dtqclient.WithKubeconfig(single.stack.Kubeconfig),
-		dtqclient.WithHTTPClient(&http.Client{Transport: apitest.Transport(t, nil)}))
+	cfg, err := clientcmd.BuildConfigFromFlags("", single.stack.Kubeconfig)
+	must(t, err)
+	validated := dtqclient.WithHTTPClient(&http.Client{Transport: apitest.Transport(t, nil)})
+	c, err := dtqclient.New(strings.TrimSpace(string(url)), dtqclient.WithTokenRequest(cfg, "", "", dtqclient.DefaultAudience), validated)
 	must(t, err)
 	ns := single.namespace(t, "api-kubeconfig")
 	apiQueue(t, ns, "q", nil)
+	own, err := dtqclient.New(single.stack.APIURL, dtqclient.WithKubeconfig(single.stack.Kubeconfig), validated)
+	must(t, err)
+	if _, err := own.Queue(ns, "q").Stats(t.Context()); !errors.Is(err, dtqclient.ErrUnauthorized) {
+		t.Errorf("the kubeconfig's own token: %v, want UNAUTHORIZED", err)
+	}
 	task, err := c.Queue(ns, "q").Submit(t.Context(), "echo", map[string]string{"from": "kubeconfig"})
 	must(t, err)
 	if task, err = c.Queue(ns, "q").Wait(t.Context(), task.TaskID); err != nil || task.Status != dtqclient.StatusSucceeded {
 		t.Fatalf("task submitted with the dev kubeconfig: %+v %v", task, err)
+	}
+}
+
+// --token-audiences= (empty) is the explicit opt-out: an API started with it
+// (a second API process on the stack's Redis and control plane) accepts a
+// token for the Kubernetes API server, which the stack's API (the default,
+// dtq-api) refuses, and it logs a warning at start.
+func TestAPITokenAudiencesOptOut(t *testing.T) {
+	ns := single.namespace(t, "api-audience-optout")
+	apiQueue(t, ns, "q", nil)
+	kubeTok, err := single.stack.Token(t.Context(), devstack.AdminNamespace, devstack.AdminServiceAccount, time.Hour)
+	must(t, err)
+	path := queuePath(ns, "q") + "/tasks"
+	expect(t, "a token for the API server at the default API", call(t, kubeTok, "POST", path, `{"task_type":"echo"}`),
+		http.StatusUnauthorized, dtqclient.CodeUnauthorized)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	must(t, ln.Close())
+	var log testutil.SyncBuffer
+	api := exec.CommandContext(t.Context(), filepath.Join(binDir, "api"), "--bind-address="+addr, "--redis-url="+single.stack.RedisURL(),
+		"--kubeconfig="+filepath.Join(single.stack.Dir, "admin.kubeconfig"), "--token-audiences=")
+	api.Stdout, api.Stderr = &log, &log
+	must(t, api.Start())
+	t.Cleanup(func() { _ = api.Process.Kill(); _ = api.Wait() })
+	base := "http://" + addr
+	must(t, poll(t.Context(), time.Minute, func() error {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: %s", resp.Status)
+		}
+		return nil
+	}))
+	c, err := dtqclient.New(base, dtqclient.WithToken(kubeTok), dtqclient.WithHTTPClient(&http.Client{Transport: apitest.Transport(t, nil)}))
+	must(t, err)
+	if _, err := c.Queue(ns, "q").Submit(t.Context(), "echo", nil); err != nil {
+		t.Errorf("a token for the API server at an API with --token-audiences=: %v, want accepted", err)
+	}
+	if !strings.Contains(log.String(), "--token-audiences is empty") {
+		t.Errorf("no warning for --token-audiences= in the API's log:\n%s", log.String())
 	}
 }

@@ -46,18 +46,19 @@ var (
 	adminError error
 )
 
-// adminToken is a token of the dev stack's cluster-admin ServiceAccount.
+// adminToken is a token of the dev stack's cluster-admin ServiceAccount for
+// the API's audience (dtq-api).
 func adminToken(t *testing.T) string {
 	t.Helper()
 	adminOnce.Do(func() {
-		adminTok, adminError = single.stack.Token(context.Background(), devstack.AdminNamespace, devstack.AdminServiceAccount, time.Hour)
+		adminTok, adminError = single.stack.APIToken(context.Background(), devstack.AdminNamespace, devstack.AdminServiceAccount, time.Hour)
 	})
 	must(t, adminError)
 	return adminTok
 }
 
 // serviceAccount creates ServiceAccount ns/name bound in ns to the given
-// ClusterRoles and returns a token of it.
+// ClusterRoles and returns a token of it for the API's audience.
 func serviceAccount(t *testing.T, ns, name string, clusterRoles ...string) string {
 	t.Helper()
 	ctx := t.Context()
@@ -68,7 +69,7 @@ func serviceAccount(t *testing.T, ns, name string, clusterRoles ...string) strin
 	for _, role := range clusterRoles {
 		bind(t, ns, name, role)
 	}
-	tok, err := single.stack.Token(ctx, ns, name, time.Hour)
+	tok, err := single.stack.APIToken(ctx, ns, name, time.Hour)
 	must(t, err)
 	return tok
 }

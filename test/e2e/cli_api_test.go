@@ -35,6 +35,7 @@ import (
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/internal/devstack"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
@@ -117,12 +118,34 @@ func testCLIFindAPI(t *testing.T) {
 	flag := dtqCmd(t, ns, "--kubeconfig", filepath.Join(dir, "kubeconfig"), "--api-url", single.stack.APIURL, "queue", "stats", "q", "-o", "name")
 	flag.Env = append(os.Environ(), "DTQ_API_URL=http://127.0.0.1:1")
 	want(t, "--api-url wins", runCmd(t, flag), 0, `^q\n$`, `^$`)
-	// envtest's admin kubeconfig (beside the api-url file) has a client
-	// certificate only: the API cannot authenticate it, and says so.
-	want(t, "client-certificate kubeconfig", dtq(t, ns, "--kubeconfig", filepath.Join(single.stack.Dir, "admin.kubeconfig"), "queue", "stats"), 1,
+	// The dev kubeconfig's user is a ServiceAccount: the verbs request tokens
+	// of it for the API's audience (above). envtest's admin kubeconfig
+	// (beside the api-url file) has a client certificate: not a
+	// ServiceAccount, so the error says how to give a token.
+	admin := filepath.Join(single.stack.Dir, "admin.kubeconfig")
+	want(t, "client-certificate kubeconfig", dtq(t, ns, "--kubeconfig", admin, "queue", "stats"), 1,
+		`^$`, `not a ServiceAccount: user "[^"]+" cannot request a token for audience "dtq-api" for itself\n`+
+			`kubectl-dtq: .*--api-token "\$\(kubectl -n NAMESPACE create token SERVICEACCOUNT --audience dtq-api\)"`)
+	// --api-audience= sends the kubeconfig's own credentials: a client
+	// certificate cannot authenticate, and the error says so.
+	want(t, "client-certificate kubeconfig, --api-audience=", dtq(t, ns, "--kubeconfig", admin, "--api-audience=", "queue", "stats"), 1,
 		`^$`, `the kubeconfig's user has no token \(a client certificate cannot authenticate to the dtq API\)`)
-	// A token the API server rejects: 401 from the API.
-	want(t, "bad token", dtq(t, ns, "--token", "not-a-token", "queue", "stats"), 1, `^$`, `UNAUTHORIZED`)
+	// As the hint says: a token for the audience, given or in a file, works
+	// with any kubeconfig.
+	tok, err := single.stack.APIToken(t.Context(), devstack.AdminNamespace, devstack.AdminServiceAccount, time.Hour)
+	must(t, err)
+	want(t, "--api-token", dtq(t, ns, "--kubeconfig", admin, "--api-token", tok, "queue", "stats", "q", "-o", "name"), 0, `^q\n$`, `^$`)
+	file := filepath.Join(dir, "api-token")
+	must(t, os.WriteFile(file, []byte(tok+"\n"), 0o600))
+	want(t, "--api-token-file", dtq(t, ns, "--kubeconfig", admin, "--api-token-file", file, "queue", "stats", "q", "-o", "name"), 0, `^q\n$`, `^$`)
+	// A token for another audience, or the kubeconfig's own token for the
+	// Kubernetes API server (--api-audience=): 401 from the API.
+	kubeTok, err := single.stack.Token(t.Context(), devstack.AdminNamespace, devstack.AdminServiceAccount, time.Hour)
+	must(t, err)
+	want(t, "a token for the API server", dtq(t, ns, "--api-token", kubeTok, "queue", "stats"), 1, `^$`, `UNAUTHORIZED`)
+	want(t, "the kubeconfig's own token", dtq(t, ns, "--api-audience=", "queue", "stats"), 1, `^$`, `UNAUTHORIZED`)
+	// A kubeconfig token the API server rejects: its SelfSubjectReview fails.
+	want(t, "bad token", dtq(t, ns, "--token", "not-a-token", "queue", "stats"), 1, `^$`, `\(SelfSubjectReview\): Unauthorized`)
 }
 
 func testCLISubmitViaAPI(t *testing.T) {

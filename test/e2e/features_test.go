@@ -299,7 +299,7 @@ func testWorkerKilledMidTask(t *testing.T, e *env, ns string) {
 // task index lists it.
 func testAPISubmitAndWait(t *testing.T, e *env, ns string) {
 	e.queue(t, ns, nil)
-	tok, err := e.stack.Token(t.Context(), devstack.AdminNamespace, devstack.AdminServiceAccount, time.Hour)
+	tok, err := e.stack.APIToken(t.Context(), devstack.AdminNamespace, devstack.AdminServiceAccount, time.Hour)
 	must(t, err)
 	c, err := dtqclient.New(e.stack.APIURL, dtqclient.WithToken(tok),
 		dtqclient.WithHTTPClient(&http.Client{Transport: apitest.Transport(t, nil)}))
