@@ -17,6 +17,7 @@ limitations under the License.
 package broker
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func BenchmarkScriptCost(b *testing.B) {
 	k := keysFor(q)
 	empty := func(sc *redis.Script, keys []string, args ...any) func() error {
 		return func() error {
-			if err := sc.Run(ctx, rdb, keys, args...).Err(); err != nil && err != redis.Nil {
+			if err := sc.Run(ctx, rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 				return err
 			}
 			return nil
