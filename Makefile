@@ -83,6 +83,12 @@ test: vet lint envtest redis chromium handler-runtimes ## Run every test: lint, 
 FUZZ_TARGETS ?= ./internal/httpapi:FuzzDecodeSubmit ./internal/httpapi:FuzzDecodeBatch ./internal/sse:FuzzReader
 FUZZ_TIME ?= 10000x
 
+# The real-node test (test/node, docs/install.md "A real node"): dist/install.yaml and
+# the images of `make images` on a real kubelet and containerd. Needs root.
+.PHONY: test-node
+test-node: envtest redis kustomize node images ## Run the real-node test alone.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" DTQ_NODE_ASSETS="$$(hack/node-assets.sh)" go test -tags node $(TEST_FLAGS) -v ./test/node/...
+
 .PHONY: fuzz
 fuzz: ## Fuzz the request decoders and the events stream (SSE) parser, FUZZ_TIME per target.
 	@for t in $(FUZZ_TARGETS); do \
@@ -170,6 +176,10 @@ undeploy: kustomize ## Remove the operator.
 .PHONY: envtest
 envtest: ## Build or reuse kube-apiserver, etcd and kubectl under bin/k8s.
 	@hack/envtest-assets.sh >/dev/null
+
+.PHONY: node
+node: ## Build or reuse the parts of a real node under bin/node (kubelet, kube-scheduler, kube-controller-manager, containerd, a pause image; runc and CNI plugins from apt).
+	@hack/node-assets.sh >/dev/null
 
 .PHONY: redis
 redis: ## Make sure redis-server is installed (apt when missing).
