@@ -223,7 +223,7 @@ func (cl *cluster) api(t *testing.T) {
 			return fmt.Errorf("get: %d %s", code, body)
 		}
 		must(t, json.Unmarshal(body, &task))
-		if task.Status != "completed" {
+		if task.Status != "Succeeded" {
 			return fmt.Errorf("status %s", task.Status)
 		}
 		return nil
