@@ -85,6 +85,7 @@ type cluster struct {
 	// shimSockets are the shim sockets (/run/containerd/s) that were there
 	// before containerd started; teardown removes the others.
 	shimSockets map[string]bool
+	chaosReady  bool // the chaos Queue of the fault scenarios exists
 }
 
 func startCluster(t *testing.T) *cluster {

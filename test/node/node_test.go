@@ -49,6 +49,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -73,6 +74,9 @@ func TestNode(t *testing.T) {
 	t.Run("Samples", cl.samples)
 	t.Run("API", cl.api)
 	t.Run("WorkerPodDeleted", cl.workerPodDeleted)
+	t.Run("WorkerOOMKilled", cl.workerOOMKilled)
+	t.Run("ManagerPodsDeleted", cl.managerPodsDeleted)
+	t.Run("Autoscaling", cl.autoscaling)
 }
 
 // install applies the overlay of dist/install.yaml with the two Secrets a
@@ -245,6 +249,10 @@ const (
 func (cl *cluster) chaosQueue(t *testing.T) string {
 	ctx := t.Context()
 	logDir := filepath.Join(cl.dir, "chaos")
+	if cl.chaosReady {
+		return filepath.Join(logDir, "log.jsonl")
+	}
+	cl.chaosReady = true
 	must(t, os.MkdirAll(logDir, 0o777))
 	must(t, os.Chmod(logDir, 0o777))
 	must(t, cl.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: faultNS}}))
@@ -257,6 +265,8 @@ func (cl *cluster) chaosQueue(t *testing.T) string {
 		Name: "worker", Image: "ghcr.io/dtq-dev/dtq-worker:" + imageTag,
 		Env:          []corev1.EnvVar{{Name: demo.EnvChaosLog, Value: "/chaos/log.jsonl"}},
 		VolumeMounts: []corev1.VolumeMount{{Name: "chaos", MountPath: "/chaos"}},
+		// Room for the worker, not for a task's 512 MiB (WorkerOOMKilled).
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("192Mi")}},
 	}}
 	// A second's grace: a deleted worker pod is killed in the middle of its
 	// slow tasks instead of draining them (its default grace period covers
@@ -295,19 +305,150 @@ func (cl *cluster) workerPodDeleted(t *testing.T) {
 	}
 }
 
+// workerOOMKilled runs chaos tasks of which one allocates 512 MiB on its
+// first attempt in a worker container limited to 192 MiB: the kernel kills
+// the container (OOMKilled, restarted by the kubelet) in the middle of that
+// task and of its neighbours, which are handed back and succeed.
+func (cl *cluster) workerOOMKilled(t *testing.T) {
+	chaosLog := cl.chaosQueue(t)
+	const n = 20
+	tasks := cl.createChaosWith(t, "oom", n, func(i int, p *demo.ChaosPayload) {
+		if i == 0 {
+			p.HoldSeconds, p.FirstAttemptMiB = 2, 512
+		}
+	})
+	r := cl.checkChaos(t, tasks, chaosLog)
+	if !r.OK() || r.Accepted != n {
+		t.Errorf("want %d accepted, 0 lost, 0 duplicated: %s\n%s", n, r, r.Details(20))
+	}
+	var pods corev1.PodList
+	must(t, cl.c.List(t.Context(), &pods, client.InNamespace(faultNS)))
+	oom := 0
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.LastTerminationState.Terminated != nil && c.LastTerminationState.Terminated.Reason == "OOMKilled" {
+				oom++
+			}
+		}
+	}
+	if oom == 0 {
+		t.Errorf("no worker container was OOMKilled: %s", cl.podSummary(t.Context(), faultNS))
+	}
+	if r.Redeliveries == 0 {
+		t.Errorf("no task ran again: the OOM kill hit no running work")
+	}
+	t.Logf("%d worker container(s) OOMKilled: %s", oom, cl.podSummary(t.Context(), faultNS))
+}
+
+// managerPodsDeleted force-deletes both manager pods while Tasks are being
+// created: the new pods take over and nothing is lost or duplicated.
+func (cl *cluster) managerPodsDeleted(t *testing.T) {
+	chaosLog := cl.chaosQueue(t)
+	const n = 100
+	done := make(chan []string, 1)
+	go func() { done <- cl.createChaos(t, "burst", n) }()
+	cl.waitFor(t, "a quarter of the burst created", time.Minute, func(ctx context.Context) error {
+		var list dtqv1alpha1.TaskList
+		if err := cl.c.List(ctx, &list, client.InNamespace(faultNS)); err != nil {
+			return err
+		}
+		burst := 0
+		for _, task := range list.Items {
+			if strings.HasPrefix(task.Name, "burst-") {
+				burst++
+			}
+		}
+		if burst < n/4 {
+			return fmt.Errorf("%d created", burst)
+		}
+		return nil
+	})
+	must(t, cl.c.DeleteAllOf(t.Context(), &corev1.Pod{}, client.InNamespace(system),
+		client.MatchingLabels{"control-plane": "controller-manager"}, client.GracePeriodSeconds(0)))
+	t.Log("force-deleted both manager pods mid-burst")
+	tasks := <-done
+	r := cl.checkChaos(t, tasks, chaosLog)
+	if !r.OK() || r.Accepted != n {
+		t.Errorf("want %d accepted, 0 lost, 0 duplicated: %s\n%s", n, r, r.Details(20))
+	}
+	t.Logf("manager pods now: %s", cl.podSummary(t.Context(), system))
+}
+
+// autoscaling: a Queue scaled from zero gets real worker pods for a backlog
+// and goes back to zero once it is done.
+func (cl *cluster) autoscaling(t *testing.T) {
+	const ns = "node-scale"
+	ctx := t.Context()
+	must(t, cl.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	q := testutil.MakeQueue("q", ns).Replicas(0, 3).TargetBacklog(5).Obj()
+	q.Spec.Concurrency = 2
+	q.Spec.Scaling.ScaleDownStabilization = dtqv1alpha1.NewDuration(5 * time.Second)
+	must(t, cl.c.Create(ctx, q))
+	var names []string
+	for i := range 30 {
+		task := testutil.MakeTask(fmt.Sprintf("sleep-%02d", i), ns).Queue("q").Type("sleep").
+			Payload(map[string]any{"seconds": 2}).Obj()
+		must(t, cl.c.Create(ctx, task))
+		names = append(names, task.Name)
+	}
+	most := 0
+	cl.waitFor(t, "the backlog done", 4*time.Minute, func(ctx context.Context) error {
+		most = max(most, cl.readyPods(ctx, ns))
+		pending := 0
+		for _, n := range names {
+			var task dtqv1alpha1.Task
+			if err := cl.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &task); err != nil {
+				return err
+			}
+			if task.Status.State != dtqv1alpha1.TaskSucceeded {
+				pending++
+			}
+		}
+		if pending > 0 {
+			return fmt.Errorf("%d of %d not Succeeded; pods: %s", pending, len(names), cl.podSummary(ctx, ns))
+		}
+		return nil
+	})
+	if most < 2 {
+		t.Errorf("at most %d ready worker pods for a backlog of 30 (target 5 per worker, max 3), want 2 or more", most)
+	}
+	cl.waitFor(t, "the workers scaled to zero", 3*time.Minute, func(ctx context.Context) error {
+		var pods corev1.PodList
+		if err := cl.c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("%d pods: %s", len(pods.Items), cl.podSummary(ctx, ns))
+		}
+		return nil
+	})
+	t.Logf("scaled from 0 to %d ready worker pods and back to 0", most)
+}
+
 // createChaos creates n chaos Tasks of a scenario, every tenth holding 6 s
 // (so a worker hit has work in flight), the rest 20 ms.
 func (cl *cluster) createChaos(t *testing.T, scenario string, n int) []string {
+	return cl.createChaosWith(t, scenario, n, nil)
+}
+
+// createChaosWith is createChaos with edit applied to each payload.
+func (cl *cluster) createChaosWith(t *testing.T, scenario string, n int, edit func(int, *demo.ChaosPayload)) []string {
 	var names []string
 	for i := range n {
 		key := fmt.Sprintf("%s-%03d", scenario, i)
-		hold := 0.02
+		p := demo.ChaosPayload{Key: key, HoldSeconds: 0.02}
 		if i%10 == 5 {
-			hold = 6
+			p.HoldSeconds = 6
+		}
+		if edit != nil {
+			edit(i, &p)
 		}
 		task := testutil.MakeTask(key, faultNS).Queue("q").Type(demo.Chaos).
-			Payload(demo.ChaosPayload{Key: key, HoldSeconds: hold}).Key(key).MaxAttempts(chaosAttempts).Obj()
-		must(t, cl.c.Create(t.Context(), task))
+			Payload(p).Key(key).MaxAttempts(chaosAttempts).Obj()
+		if err := cl.c.Create(t.Context(), task); err != nil {
+			t.Error(err)
+			return names
+		}
 		names = append(names, key)
 	}
 	return names
