@@ -56,7 +56,7 @@ func run(out string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	bin := filepath.Join(dir, "pause")
 	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./hack/pause/pause")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")

@@ -435,7 +435,10 @@ func killCgroups() {
 		n := 0
 		for _, r := range cgroupRoots() {
 			_ = filepath.WalkDir(r, func(p string, d os.DirEntry, err error) error {
-				if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				if err != nil {
+					return nil //nolint:nilerr // a cgroup removed meanwhile: walk on
+				}
+				if d.IsDir() || d.Name() != "cgroup.procs" {
 					return nil
 				}
 				b, _ := os.ReadFile(p)
