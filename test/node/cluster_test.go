@@ -118,6 +118,7 @@ func startCluster(t *testing.T) *cluster {
 			t.Fatalf("image %s missing (run make images): %v", img, err)
 		}
 	}
+	removeStale()
 	var err error
 	cl.dir, err = os.MkdirTemp("", "dtq-node-")
 	must(t, err)
@@ -419,6 +420,23 @@ func (cl *cluster) teardown(t *testing.T) {
 	}
 }
 
+// removeStale undoes what an earlier run killed before its teardown left
+// (the node's processes die with the test process, its pods, mounts and
+// bridge do not): one node runs on a machine at a time.
+func removeStale() {
+	stale, _ := filepath.Glob(filepath.Join(os.TempDir(), "dtq-node-*"))
+	for _, d := range stale {
+		killUnder(d)
+	}
+	killCgroups()
+	for _, d := range stale {
+		unmountAll(d)
+		_ = os.RemoveAll(d)
+	}
+	removeCgroups()
+	removeBridge()
+}
+
 // cgroupRoots are the kubelet's pod cgroups (cgroupfs driver, cgroup root /)
 // in every hierarchy.
 func cgroupRoots() []string {
@@ -581,10 +599,13 @@ func poll(ctx context.Context, timeout time.Duration, f func(context.Context) er
 	var err error
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-		err = f(cctx)
+		got := f(cctx)
 		ccancel()
-		if err == nil {
+		if got == nil {
 			return nil
+		}
+		if err == nil || ctx.Err() == nil {
+			err = got // not the error of a poll the deadline cut short
 		}
 		select {
 		case <-ctx.Done():

@@ -71,12 +71,23 @@ func TestNode(t *testing.T) {
 	if !t.Run("Install", func(t *testing.T) { cl.install(t, cl.pki) }) {
 		t.FailNow()
 	}
-	t.Run("Samples", cl.samples)
-	t.Run("API", cl.api)
-	t.Run("WorkerPodDeleted", cl.workerPodDeleted)
-	t.Run("WorkerOOMKilled", cl.workerOOMKilled)
-	t.Run("ManagerPodsDeleted", cl.managerPodsDeleted)
-	t.Run("Autoscaling", cl.autoscaling)
+	// Each step needs the ones before it (the workers, the chaos Queue): the
+	// first failure ends the test.
+	for _, step := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"Samples", cl.samples},
+		{"API", cl.api},
+		{"WorkerPodDeleted", cl.workerPodDeleted},
+		{"WorkerOOMKilled", cl.workerOOMKilled},
+		{"ManagerPodsDeleted", cl.managerPodsDeleted},
+		{"Autoscaling", cl.autoscaling},
+	} {
+		if !t.Run(step.name, step.run) {
+			t.FailNow()
+		}
+	}
 }
 
 // install applies the overlay of dist/install.yaml with the two Secrets a
@@ -109,9 +120,7 @@ func (cl *cluster) install(t *testing.T, p *pki) {
 			if err := cl.c.Get(ctx, client.ObjectKey{Namespace: system, Name: d}, &dep); err != nil {
 				return err
 			}
-			if r := cl.crashLooping(ctx, system); r != "" {
-				t.Fatalf("%s crash-loops: %s", r, cl.podSummary(ctx, system))
-			}
+			cl.failFast(t, ctx, system)
 			if dep.Status.ReadyReplicas != 2 {
 				return fmt.Errorf("%d/2 ready; pods: %s", dep.Status.ReadyReplicas, cl.podSummary(ctx, system))
 			}
@@ -153,6 +162,7 @@ func (cl *cluster) samples(t *testing.T) {
 			}
 		}
 		if len(pending) > 0 {
+			cl.failFast(t, ctx, "default")
 			return fmt.Errorf("not Succeeded: %v; pods: %s", pending, cl.podSummary(ctx, "default"))
 		}
 		return nil
@@ -567,7 +577,28 @@ func (cl *cluster) podSummary(ctx context.Context, ns string) string {
 	return "[" + strings.Join(out, "; ") + "]"
 }
 
-// crashLooping names a container of the namespace restarted 3 times or more.
+// failFast fails the test at once when a container of the namespace
+// crash-loops or cannot start, or a Queue of it reports a forbidden request
+// (the manager's RBAC), instead of waiting for a timeout.
+func (cl *cluster) failFast(t *testing.T, ctx context.Context, ns string) {
+	if r := cl.crashLooping(ctx, ns); r != "" {
+		t.Fatalf("%s crash-loops or cannot start: %s", r, cl.podSummary(ctx, ns))
+	}
+	var qs dtqv1alpha1.QueueList
+	if cl.c.List(ctx, &qs, client.InNamespace(ns)) != nil {
+		return
+	}
+	for _, q := range qs.Items {
+		for _, c := range q.Status.Conditions {
+			if strings.Contains(c.Message, "forbidden") {
+				t.Fatalf("Queue %s/%s %s: %s", ns, q.Name, c.Type, c.Message)
+			}
+		}
+	}
+}
+
+// crashLooping names a container of the namespace restarted 3 times or more,
+// or waiting with a start error.
 func (cl *cluster) crashLooping(ctx context.Context, ns string) string {
 	var pods corev1.PodList
 	if cl.c.List(ctx, &pods, client.InNamespace(ns)) != nil {
@@ -577,6 +608,10 @@ func (cl *cluster) crashLooping(ctx context.Context, ns string) string {
 		for _, c := range p.Status.ContainerStatuses {
 			if c.RestartCount >= 3 {
 				return p.Name + "/" + c.Name
+			}
+			if w := c.State.Waiting; w != nil && (w.Reason == "CreateContainerError" || w.Reason == "RunContainerError" ||
+				w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" || w.Reason == "InvalidImageName") {
+				return p.Name + "/" + c.Name + " " + w.Reason
 			}
 		}
 	}
