@@ -435,6 +435,13 @@ func removeStale() {
 	}
 	removeCgroups()
 	removeBridge()
+	// Shim sockets no process serves any more.
+	live, _ := os.ReadFile("/proc/net/unix")
+	for s := range shimSockets() {
+		if !strings.Contains(string(live), s) {
+			_ = os.Remove(s)
+		}
+	}
 }
 
 // cgroupRoots are the kubelet's pod cgroups (cgroupfs driver, cgroup root /)
