@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,6 +57,11 @@ type ChaosPayload struct {
 	Key string `json:"key"`
 	// HoldSeconds sleeps after the increment, before the task completes.
 	HoldSeconds float64 `json:"holdSeconds,omitempty"`
+	// FirstAttemptMiB, on the task's first attempt only, allocates and
+	// touches this many MiB after the increment and keeps it through the
+	// hold: above the container's memory limit the kernel OOM-kills the
+	// worker mid-task (test/node), and the redelivered attempt completes.
+	FirstAttemptMiB int `json:"firstAttemptMiB,omitempty"`
 }
 
 // ChaosExecution is one line of the chaos log: one execution of the handler.
@@ -91,9 +97,20 @@ func RegisterChaos(mux *worker.Mux, effects redis.UniversalClient, log *os.File,
 		if err := effects.Incr(ctx, t.AppKey("chaos:"+p.Key)).Err(); err != nil {
 			return nil, worker.Retryable(fmt.Errorf("chaos: increment: %w", err))
 		}
+		var ballast [][]byte
+		if t.Attempt == 1 {
+			for range p.FirstAttemptMiB {
+				b := make([]byte, 1<<20)
+				for i := 0; i < len(b); i += 4096 {
+					b[i] = 1
+				}
+				ballast = append(ballast, b)
+			}
+		}
 		if err := hold(ctx, p.HoldSeconds); err != nil {
 			return nil, err
 		}
+		runtime.KeepAlive(ballast)
 		return ChaosResult{Attempt: t.Attempt, Worker: workerID}, nil
 	}))
 }
