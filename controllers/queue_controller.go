@@ -131,6 +131,14 @@ func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (
 		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 			r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonDeploymentRejected, err.Error())
 			return ctrl.Result{}, r.writeStatus(ctx, q, next)
+		case apierrors.IsForbidden(err):
+			// Said on the Queue, not only in the manager's log; retried with
+			// backoff (a quota or a role can change).
+			r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonDeploymentForbidden, err.Error())
+			if werr := r.writeStatus(ctx, q, next); werr != nil {
+				return ctrl.Result{}, werr
+			}
+			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, err
 	}

@@ -26,6 +26,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -79,6 +80,22 @@ var _ = Describe("Worker Deployment ownership", func() {
 		Entry("without the Queue label (outside the manager's cache)", nil),
 		Entry("with the Queue label", map[string]string{LabelQueue: "q"}),
 	)
+
+	It("says on the Queue when the API server forbids its worker Deployment (here a ResourceQuota)", func() {
+		ns := newNamespace("forbidden")
+		hard := corev1.ResourceList{"count/deployments.apps": resource.MustParse("0")}
+		rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-deployments", Namespace: ns},
+			Spec: corev1.ResourceQuotaSpec{Hard: hard}}
+		Expect(k8sClient.Create(ctx, rq)).To(Succeed())
+		// No quota controller runs in envtest: write the status it would.
+		rq.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{"count/deployments.apps": resource.MustParse("0")}}
+		Expect(k8sClient.Status().Update(ctx, rq)).To(Succeed())
+		q := testutil.MakeQueue("q", ns).Obj()
+		Expect(k8sClient.Create(ctx, q)).To(Succeed())
+		Eventually(queueCondition(q, dtqv1alpha1.QueueReady), timeout, poll).Should(And(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", dtqv1alpha1.ReasonDeploymentForbidden),
+			HaveField("Message", ContainSubstring("exceeded quota"))))
+	})
 
 	It("keeps kubectl rollout restart's annotation and other managers' fields across a scale change", func() {
 		ns := newNamespace("restart")

@@ -328,11 +328,15 @@ const (
 	ReasonRedisUnavailable   = "RedisUnavailable"
 	ReasonInvalidConfig      = "InvalidConfig"
 	ReasonDeploymentRejected = "DeploymentRejected"
-	ReasonPaused             = "Paused"
-	ReasonActive             = "Active"
-	ReasonWorkersReady       = "WorkersReady"
-	ReasonWorkersStarting    = "WorkersStarting"
-	ReasonScaledToZero       = "ScaledToZero"
+	// ReasonDeploymentForbidden: the API server forbade the worker
+	// Deployment's write (the manager's RBAC, a ResourceQuota, an admission
+	// policy); retried with backoff.
+	ReasonDeploymentForbidden = "DeploymentForbidden"
+	ReasonPaused              = "Paused"
+	ReasonActive              = "Active"
+	ReasonWorkersReady        = "WorkersReady"
+	ReasonWorkersStarting     = "WorkersStarting"
+	ReasonScaledToZero        = "ScaledToZero"
 	// ReasonHandlerNotFound: the app answered 404 to every recent task.
 	ReasonHandlerNotFound = "HandlerNotFound"
 	// ReasonHandlerAnswering: no worker reports a missing route.
