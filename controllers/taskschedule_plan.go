@@ -57,7 +57,8 @@ type slotPlan struct {
 // ones missed. A slot is on time while now is within startingDeadlineSeconds
 // of it: on-time slots run. Older ones are late, and the catch-up policy
 // picks which of them run: none (Skip), the newest (RunLatest) or the newest
-// maxRuns (RunAll). While suspended no slot runs.
+// maxRuns (RunAll). While suspended no slot runs (a slot whose run exists
+// is counted as run, not suspended).
 //
 // ran are the slots whose run Task exists. A late slot among them was
 // handled by a reconcile whose cursor write did not land (its manager
@@ -110,8 +111,18 @@ func planSlots(s *schedule.Schedule, spec *dtqv1alpha1.TaskScheduleSpec, cursor,
 		return p
 	}
 	if spec.Suspend {
-		p.suspended = int64(nLate + nOnTime)
-		p.lastSkipped = p.cursor
+		// An on-time slot whose run exists ran before the suspend (the
+		// reconcile that ran it lost its cursor write to the suspend's own
+		// edit of the object): it ran, like a handled late slot.
+		ranOnTime := handledSlots(s, ran, later(cursor, lateUntil), now)
+		p.run = append(p.run, ranOnTime...)
+		p.suspended = int64(nLate + nOnTime - len(ranOnTime))
+		for _, t := range slices.Backward(append(slices.Clone(late), onTime...)) {
+			if !slices.Contains(ranOnTime, t) {
+				p.lastSkipped = t
+				break
+			}
+		}
 		return p
 	}
 	runLate := late[len(late)-min(keepLate, len(late)):]

@@ -123,6 +123,21 @@ func TestPlanSlots(t *testing.T) {
 			spec: dtqv1alpha1.TaskScheduleSpec{Suspend: true}, cursor: m(0), now: m(3).Add(time.Second),
 			want: slotPlan{suspended: 3, lastSkipped: m(3), cursor: m(3)},
 		},
+		"suspended just after an on-time run whose cursor write lost to the suspend's edit": {
+			spec: dtqv1alpha1.TaskScheduleSpec{Suspend: true}, cursor: m(0), now: m(1).Add(time.Second),
+			ran:  []time.Time{m(1)},
+			want: slotPlan{run: []time.Time{m(1)}, cursor: m(1)},
+		},
+		"suspended, the older on-time slot ran": {
+			spec: dtqv1alpha1.TaskScheduleSpec{Suspend: true, StartingDeadlineSeconds: ptr.To(int64(300))}, cursor: m(0), now: m(2).Add(time.Second),
+			ran:  []time.Time{m(1)},
+			want: slotPlan{run: []time.Time{m(1)}, suspended: 1, lastSkipped: m(2), cursor: m(2)},
+		},
+		"suspended, the newer on-time slot ran": {
+			spec: dtqv1alpha1.TaskScheduleSpec{Suspend: true, StartingDeadlineSeconds: ptr.To(int64(300))}, cursor: m(0), now: m(2).Add(time.Second),
+			ran:  []time.Time{m(2)},
+			want: slotPlan{run: []time.Time{m(2)}, suspended: 1, lastSkipped: m(1), cursor: m(2)},
+		},
 	}
 	s, err := schedule.Parse("* * * * *", "")
 	if err != nil {
