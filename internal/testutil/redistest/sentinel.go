@@ -148,11 +148,13 @@ func (s *Sentinel) WaitPromoted(t testing.TB, old *Server) *Server {
 // master can promote one of them.
 func (s *Sentinel) WaitReplicas(t testing.TB, master *Server, n int) {
 	t.Helper()
-	waitFor(t, "replicas in sync and known to the sentinels", func() bool {
+	waitForState(t, "replicas in sync and known to the sentinels", func() (bool, string) {
 		info, err := master.Client().Info(context.Background(), "replication").Result()
-		if err != nil || strings.Count(info, "state=online") < n {
-			return false
+		if err != nil {
+			return false, "master " + master.Addr + ": " + err.Error()
 		}
+		state := fmt.Sprintf("master %s has %d replicas online;", master.Addr, strings.Count(info, "state=online"))
+		ok := strings.Count(info, "state=online") >= n
 		for _, sn := range s.Sentinels {
 			var rs []map[string]string
 			err := withSentinel(sn, func(c *redis.SentinelClient) (err error) {
@@ -160,16 +162,19 @@ func (s *Sentinel) WaitReplicas(t testing.TB, master *Server, n int) {
 				return err
 			})
 			up := 0
+			state += " sentinel " + sn.Addr + ":"
 			for _, r := range rs {
 				if r["flags"] == "slave" && r["master-link-status"] == "ok" {
 					up++
 				}
+				state += fmt.Sprintf(" %s:%s flags=%s link=%s", r["ip"], r["port"], r["flags"], r["master-link-status"])
 			}
-			if err != nil || up < n {
-				return false
+			if err != nil {
+				state += " " + err.Error()
 			}
+			ok = ok && err == nil && up >= n
 		}
-		return true
+		return ok, state
 	})
 }
 
@@ -202,13 +207,25 @@ func withSentinel(sn *Server, f func(*redis.SentinelClient) error) error {
 	return f(c)
 }
 
-// waitFor polls ok for up to 30 s and fails the test when it never holds.
+// waitFor polls ok for up to a minute and fails the test when it never holds.
 func waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
+	waitForState(t, what, func() (bool, string) { return ok(), "" })
+}
+
+// waitForState is waitFor whose condition also describes what it saw, which
+// the failure message gives from the last poll. The minute is for CI, where
+// this runs beside other test packages on two cores.
+func waitForState(t testing.TB, what string, ok func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		done, state := ok()
+		if done {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redistest: timed out waiting for %s", what)
+			t.Fatalf("redistest: timed out waiting for %s; last saw: %s", what, state)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
