@@ -302,8 +302,8 @@ func drainCPU(ctx context.Context, addr, who string) func(d time.Duration) {
 	}
 }
 
-// latencies holds the last dtq run's sorted latencies until the asynq run
-// prints both; dtqSubmitCall and dtqAfterSubmit split them (the Submit call,
+// dtqLatencies holds the last dtq run's sorted latencies for the asynq run's
+// ratio; dtqSubmitCall and dtqAfterSubmit split them (the Submit call,
 // then its return to the handler's start), and dtqReadStart is the round trip
 // of the worker's read-and-start call on an entry that is ready.
 var dtqLatencies, dtqSubmitCall, dtqAfterSubmit, dtqReadStart []time.Duration
@@ -369,8 +369,19 @@ func dtqLatency(ctx context.Context, p Params) (int, time.Duration, error) {
 	for i := range ds { // by rank: a split of the quantiles, not of one task
 		dtqAfterSubmit = append(dtqAfterSubmit, ds[i]-calls[i])
 	}
-	dtqReadStart, err = readStartRoundTrips(ctx, b)
-	return latencyTasks, total, err
+	if dtqReadStart, err = readStartRoundTrips(ctx, b); err != nil {
+		return 0, 0, err
+	}
+	fmt.Fprintf(os.Stdout, "\nWorkers idle latency, submit -> handler start, %d sequential tasks:\n", latencyTasks)
+	fmt.Fprintf(os.Stdout, "  dtq    %s\n", quantiles(dtqLatencies))
+	fmt.Fprintf(os.Stdout, "    of which the Submit call          %s\n", quantiles(dtqSubmitCall))
+	fmt.Fprintf(os.Stdout, "    Submit return -> handler start    %s\n", quantiles(dtqAfterSubmit))
+	fmt.Fprintf(os.Stdout, "    (a ReadStart round trip, ready)   %s\n", quantiles(dtqReadStart))
+	return latencyTasks, total, nil
+}
+
+func quantiles(ds []time.Duration) string {
+	return fmt.Sprintf("p50 %8s  p99 %8s", pct(ds, 0.50).Round(10*time.Microsecond), pct(ds, 0.99).Round(10*time.Microsecond))
 }
 
 // readStartRoundTrips times, with no worker running, latencyTasks calls of
@@ -409,16 +420,8 @@ func asynqLatency(ctx context.Context, p Params) (int, time.Duration, error) {
 		return err
 	}, started)
 	if err == nil {
-		q := func(ds []time.Duration) string {
-			return fmt.Sprintf("p50 %8s  p99 %8s", pct(ds, 0.50).Round(10*time.Microsecond), pct(ds, 0.99).Round(10*time.Microsecond))
-		}
-		fmt.Fprintf(os.Stdout, "\nWorkers idle latency, submit -> handler start, %d sequential tasks:\n", latencyTasks)
-		fmt.Fprintf(os.Stdout, "  dtq    %s\n", q(dtqLatencies))
-		fmt.Fprintf(os.Stdout, "    of which the Submit call          %s\n", q(dtqSubmitCall))
-		fmt.Fprintf(os.Stdout, "    Submit return -> handler start    %s\n", q(dtqAfterSubmit))
-		fmt.Fprintf(os.Stdout, "    (a ReadStart round trip, ready)   %s\n", q(dtqReadStart))
-		fmt.Fprintf(os.Stdout, "  asynq  p50 %8s  p99 %8s\n", pct(ds, 0.50).Round(10*time.Microsecond), pct(ds, 0.99).Round(10*time.Microsecond))
-		if a := pct(ds, 0.50); a > 0 {
+		fmt.Fprintf(os.Stdout, "  asynq  %s\n", quantiles(ds))
+		if a := pct(ds, 0.50); a > 0 && len(dtqLatencies) > 0 {
 			fmt.Fprintf(os.Stdout, "  p50 ratio asynq/dtq %.0fx\n\n", float64(a)/float64(pct(dtqLatencies, 0.50)))
 		}
 	}
