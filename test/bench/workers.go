@@ -309,7 +309,8 @@ func drainCPU(ctx context.Context, addr, who string) func(d time.Duration) {
 var dtqLatencies, dtqSubmitCall, dtqAfterSubmit, dtqReadStart []time.Duration
 
 // measureLatency returns the sorted submit -> handler start latencies, their
-// total, and (sorted) the submit calls' own durations.
+// total, and (sorted) the submit calls' own durations. With started nil it
+// times the calls alone: the first result is then the calls' durations.
 func measureLatency(submit func(i int) error, started <-chan time.Time) ([]time.Duration, time.Duration, []time.Duration, error) {
 	time.Sleep(1500 * time.Millisecond) // let the worker go idle (blocked / polling)
 	var ds, calls []time.Duration
@@ -320,6 +321,12 @@ func measureLatency(submit func(i int) error, started <-chan time.Time) ([]time.
 			return nil, 0, nil, err
 		}
 		calls = append(calls, time.Since(t0))
+		if started == nil {
+			ds = append(ds, calls[i])
+			total += calls[i]
+			time.Sleep(2 * time.Millisecond)
+			continue
+		}
 		select {
 		case t1 := <-started:
 			ds = append(ds, t1.Sub(t0))
@@ -372,11 +379,16 @@ func dtqLatency(ctx context.Context, p Params) (int, time.Duration, error) {
 	if dtqReadStart, err = readStartRoundTrips(ctx, b); err != nil {
 		return 0, 0, err
 	}
+	pings, _, _, err := measureLatency(func(int) error { return rdb.Ping(ctx).Err() }, nil)
+	if err != nil {
+		return 0, 0, err
+	}
 	fmt.Fprintf(os.Stdout, "\nWorkers idle latency, submit -> handler start, %d sequential tasks:\n", latencyTasks)
 	fmt.Fprintf(os.Stdout, "  dtq    %s\n", quantiles(dtqLatencies))
 	fmt.Fprintf(os.Stdout, "    of which the Submit call          %s\n", quantiles(dtqSubmitCall))
 	fmt.Fprintf(os.Stdout, "    Submit return -> handler start    %s\n", quantiles(dtqAfterSubmit))
 	fmt.Fprintf(os.Stdout, "    (a ReadStart round trip, ready)   %s\n", quantiles(dtqReadStart))
+	fmt.Fprintf(os.Stdout, "    (a PING round trip, idle)         %s\n", quantiles(pings))
 	return latencyTasks, total, nil
 }
 
