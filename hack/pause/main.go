@@ -21,11 +21,8 @@ limitations under the License.
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +33,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/dtq-dev/dtq/internal/images"
 )
 
 // Ref is the sandbox image's name, which test/node pins in containerd's
@@ -63,29 +63,15 @@ func run(out string) error {
 	if b, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, b)
 	}
-	body, err := os.ReadFile(bin)
+	layer, err := images.BinaryLayer("pause", bin)
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "pause", Mode: 0o755, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(body); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
 	if err != nil {
 		return err
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return err
-	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	cfg, err := img.ConfigFile()
 	if err != nil {
 		return err

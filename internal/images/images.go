@@ -80,7 +80,7 @@ func Image(spec Spec, binPath, arch string, created time.Time) (v1.Image, error)
 	if err != nil {
 		return nil, err
 	}
-	bin, err := binaryLayer(spec.Binary, binPath)
+	bin, err := BinaryLayer(spec.Binary, binPath)
 	if err != nil {
 		return nil, err
 	}

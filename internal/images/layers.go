@@ -74,8 +74,9 @@ func caBundle() []byte {
 	return b.Bytes()
 }
 
-// binaryLayer holds the binary at /<name>, executable by everyone.
-func binaryLayer(name, path string) (v1.Layer, error) {
+// BinaryLayer is a gzip-compressed layer holding the binary at path as
+// /<name>, executable by everyone (the images here, and hack/pause).
+func BinaryLayer(name, path string) (v1.Layer, error) {
 	body, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
