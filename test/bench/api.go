@@ -159,7 +159,7 @@ func launchAPI(addr string) (*apiStack, error) {
 	s := &apiStack{url: "http://127.0.0.1:" + strconv.Itoa(port), token: token, pid: cmd.Process.Pid}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get(s.url + "/readyz"); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return s, nil
 			}

@@ -144,7 +144,7 @@ func main() {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.2f\t%s\t\n", c.Group, c.Name, ours, peer, ours/peer, name)
 	}
-	tw.Flush()
+	_ = tw.Flush()
 	exit(0)
 }
 

@@ -84,7 +84,7 @@ func dtqSubmit(dup bool) func(context.Context, Params) (int, time.Duration, erro
 			err := submit(i)
 			if dup {
 				if !errors.Is(err, broker.ErrIdempotencyInProgress) {
-					return fmt.Errorf("duplicate %d: %v, want IDEMPOTENCY_IN_PROGRESS", i, err)
+					return fmt.Errorf("duplicate %d: got %s, want IDEMPOTENCY_IN_PROGRESS", i, fmt.Sprint(err))
 				}
 				return nil
 			}
@@ -111,7 +111,7 @@ func asynqEnqueue(dup bool) func(context.Context, Params) (int, time.Duration, e
 			err := enqueue(i)
 			if dup {
 				if !errors.Is(err, asynq.ErrTaskIDConflict) {
-					return fmt.Errorf("duplicate %d: %v, want ErrTaskIDConflict", i, err)
+					return fmt.Errorf("duplicate %d: got %s, want ErrTaskIDConflict", i, fmt.Sprint(err))
 				}
 				return nil
 			}

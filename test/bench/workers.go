@@ -151,7 +151,6 @@ func drainThrough(ctx context.Context, p Params, who string, start func(rdb redi
 	case <-time.After(5 * time.Minute):
 		return 0, 0, fmt.Errorf("%s drain: %d of %d after 5m", who, n.Load(), drainTasks)
 	}
-	d := time.Since(begin)
 	// Completion of the last tasks is part of the drain: wait until nothing is in flight.
 	for {
 		st, err := b.Stats(ctx, workerQueue)
@@ -163,7 +162,7 @@ func drainThrough(ctx context.Context, p Params, who string, start func(rdb redi
 		}
 		time.Sleep(time.Millisecond)
 	}
-	d = time.Since(begin)
+	d := time.Since(begin)
 	report(d)
 	return drainTasks, d, nil
 }
@@ -407,7 +406,7 @@ func readStartRoundTrips(ctx context.Context, b *broker.Broker) ([]time.Duration
 		t0 := time.Now()
 		ss, err := b.ReadStart(ctx, workerQueue, "probe", "probe", 1, 0)
 		if err != nil || len(ss) != 1 {
-			return nil, fmt.Errorf("read-start probe: %d entries, %v", len(ss), err)
+			return nil, fmt.Errorf("read-start probe: %d entries, error %s", len(ss), fmt.Sprint(err))
 		}
 		out = append(out, time.Since(t0))
 	}
