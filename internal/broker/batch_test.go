@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // One batch of mixed submits keeps per-item semantics, in order: the first of
@@ -443,5 +445,26 @@ func TestBatchItemRedisErrorFailsThatItemOnly(t *testing.T) {
 	}
 	if errs[1] == nil || !strings.Contains(errs[1].Error(), "WRONGTYPE") {
 		t.Fatalf("bad item: %s %v, want its WRONGTYPE error", states[1].state, errs[1])
+	}
+}
+
+// The hot path's scripter runs a lone call on the client and a call made
+// while another is in flight on the auto-pipeliner.
+func TestSharedScripterPipelinesOnlyConcurrentCalls(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer rdb.Close()
+	s, ok := New(rdb).fast.(*sharedScripter)
+	if !ok {
+		t.Fatalf("the broker's scripter is %T", New(rdb).fast)
+	}
+	if got := s.pick(); got != redis.Scripter(rdb) {
+		t.Fatalf("a lone call runs on %T, want the client", got)
+	}
+	if got := s.pick(); got != redis.Scripter(s.pipe) {
+		t.Fatalf("a call beside one in flight runs on %T, want the auto-pipeliner", got)
+	}
+	s.inFlight.Add(-2)
+	if got := s.pick(); got != redis.Scripter(rdb) {
+		t.Fatalf("after both ended, a lone call runs on %T, want the client", got)
 	}
 }

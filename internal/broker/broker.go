@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,9 +33,9 @@ import (
 type Broker struct {
 	rdb redis.UniversalClient
 	// fast runs the hot-path batch scripts (Submit, Start, Complete; see
-	// batch.go). When the client supports it, this is go-redis's auto-pipeliner,
-	// so batches of different queues and operations share round trips; blocking
-	// reads never go through it.
+	// batch.go). When the client supports it, this is a sharedScripter, so
+	// concurrent batches of different queues and operations share round trips;
+	// blocking reads never go through it.
 	fast  redis.Scripter
 	clock clock.PassiveClock
 	// queues holds each queue's batchers (QueueRef -> *queueBatchers): concurrent
@@ -55,7 +56,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Broker {
 		AutoPipeline() (*redis.AutoPipeliner, error)
 	}); ok {
 		if p, err := c.AutoPipeline(); err == nil {
-			b.fast = p
+			b.fast = &sharedScripter{Scripter: rdb, pipe: p}
 		}
 	}
 	for _, o := range opts {
@@ -229,4 +230,32 @@ func hashMap(v any) map[string]string {
 		m[str(arr[i])] = str(arr[i+1])
 	}
 	return m
+}
+
+// sharedScripter runs a script call on the client directly when no other call
+// of it is in flight, and through go-redis's auto-pipeliner when one is, so
+// concurrent calls share round trips while a lone call pays no hand-off to
+// the pipeliner's goroutines (about 0.1 ms on an idle machine; see
+// docs/benchmarks.md, "Idle latency").
+type sharedScripter struct {
+	redis.Scripter // the client
+	pipe           *redis.AutoPipeliner
+	inFlight       atomic.Int32
+}
+
+func (s *sharedScripter) pick() redis.Scripter {
+	if s.inFlight.Add(1) == 1 {
+		return s.Scripter
+	}
+	return s.pipe
+}
+
+func (s *sharedScripter) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	defer s.inFlight.Add(-1)
+	return s.pick().EvalSha(ctx, sha1, keys, args...)
+}
+
+func (s *sharedScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	defer s.inFlight.Add(-1)
+	return s.pick().Eval(ctx, script, keys, args...)
 }

@@ -83,7 +83,8 @@ func (h *afterScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 func (h *afterScripts) run(ctx context.Context, cmds []redis.Cmder, next func() error) error {
 	err := next()
 	for _, c := range cmds {
-		if c.Name() != "evalsha" && c.Name() != "eval" || c.Err() != nil {
+		failed := c.Err() != nil || len(cmds) == 1 && err != nil // a lone command's error reply (NOSCRIPT) is only returned here
+		if c.Name() != "evalsha" && c.Name() != "eval" || failed {
 			continue
 		}
 		if h.ok++; h.ok > h.n {

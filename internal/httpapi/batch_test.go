@@ -79,6 +79,9 @@ func (f *scriptFault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		f.before([]redis.Cmder{cmd})
 		err := next(ctx, cmd)
+		if err != nil {
+			cmd.SetErr(err) // go-redis sets it only after the hooks (a NOSCRIPT reply is not a script that ran)
+		}
 		f.afterRun([]redis.Cmder{cmd})
 		return err
 	}
