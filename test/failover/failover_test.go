@@ -166,8 +166,8 @@ func runFailover(t testing.TB, v variant) outcome {
 	master := s.Master
 	for i := range v.failovers {
 		time.Sleep(1500 * time.Millisecond)
-		if i > 0 {
-			s.WaitReplicas(t, master, 1)
+		if i > 0 { // the master now, which Sentinel may have changed again on its own
+			master = s.WaitReplicas(t, 1)
 		}
 		g.kill()
 		master.Kill()

@@ -113,3 +113,22 @@ func TestStartCluster(t *testing.T) {
 		t.Fatalf("keys on %d masters, want them spread over at least 2", withKeys)
 	}
 }
+
+// WaitReplicas follows a failover it did not cause: after Sentinel moves the
+// master on its own (here SENTINEL FAILOVER), it returns the new master once
+// the old one has rejoined as its replica.
+func TestWaitReplicasFollowsTheSentinels(t *testing.T) {
+	s := StartSentinel(t, 1, 1)
+	if m := s.WaitReplicas(t, 1); m != s.Master {
+		t.Fatalf("before the failover: master %s, want %s", m.Addr, s.Master.Addr)
+	}
+	c := redis.NewSentinelClient(&redis.Options{Addr: s.Sentinels[0].Addr})
+	defer c.Close()
+	if err := c.Failover(t.Context(), s.MasterName).Err(); err != nil {
+		t.Fatal(err)
+	}
+	promoted := s.WaitPromoted(t, s.Master)
+	if m := s.WaitReplicas(t, 1); m != promoted || m != s.Replicas[0] {
+		t.Fatalf("after the failover: master %s, want %s", m.Addr, s.Replicas[0].Addr)
+	}
+}

@@ -99,61 +99,42 @@ func (s *Sentinel) SentinelAddrs() []string {
 	return addrs
 }
 
-// MasterAddr asks the first sentinel that answers for the current master.
-func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
-	var err error
-	for _, sn := range s.Sentinels {
-		var addr []string
-		err = withSentinel(sn, func(c *redis.SentinelClient) (err error) {
-			addr, err = c.GetMasterAddrByName(ctx, s.MasterName).Result()
-			return err
-		})
-		if err == nil && len(addr) == 2 {
-			return addr[0] + ":" + addr[1], nil
-		}
-	}
-	return "", fmt.Errorf("no sentinel knows master %s: %w", s.MasterName, err)
-}
-
 // WaitPromoted waits until every sentinel names a master other than old and
 // that master answers as one, and returns it.
 func (s *Sentinel) WaitPromoted(t testing.TB, old *Server) *Server {
 	t.Helper()
 	var promoted *Server
-	waitFor(t, "a replica promoted", func() bool {
-		addr, err := s.MasterAddr(context.Background())
-		if err != nil || addr == old.Addr {
-			return false
+	waitForState(t, "a replica promoted", func() (bool, string) {
+		var state string
+		promoted, state = s.agreedMaster()
+		if promoted == old {
+			promoted = nil
 		}
-		for _, sn := range s.Sentinels {
-			if m, err := s.masterInfo(sn); err != nil || m["ip"]+":"+m["port"] != addr {
-				return false
-			}
-		}
-		for _, r := range append([]*Server{s.Master}, s.Replicas...) {
-			if r.Addr == addr {
-				role, err := r.Client().Do(context.Background(), "ROLE").Slice()
-				if err == nil && len(role) > 0 && role[0] == "master" {
-					promoted = r
-				}
-			}
-		}
-		return promoted != nil
+		return promoted != nil, state
 	})
 	return promoted
 }
 
-// WaitReplicas waits until master has n replicas in sync and every sentinel
-// sees n replicas of it up with their link to it ok, so that a failover of
-// master can promote one of them.
-func (s *Sentinel) WaitReplicas(t testing.TB, master *Server, n int) {
+// WaitReplicas waits until the master every sentinel names has n replicas in
+// sync and every sentinel sees n replicas of it up with their link to it ok,
+// so that a failover of it can promote one of them, and returns that master.
+// It asks the sentinels rather than taking a master from the caller: on a
+// loaded machine Sentinel may fail over again on its own (a master that did
+// not answer within the down-after time), and a wait on the old one would
+// never end.
+func (s *Sentinel) WaitReplicas(t testing.TB, n int) *Server {
 	t.Helper()
+	var master *Server
 	waitForState(t, "replicas in sync and known to the sentinels", func() (bool, string) {
-		info, err := master.Client().Info(context.Background(), "replication").Result()
-		if err != nil {
-			return false, "master " + master.Addr + ": " + err.Error()
+		m, state := s.agreedMaster()
+		if m == nil {
+			return false, state
 		}
-		state := fmt.Sprintf("master %s has %d replicas online;", master.Addr, strings.Count(info, "state=online"))
+		info, err := m.Client().Info(context.Background(), "replication").Result()
+		if err != nil {
+			return false, "master " + m.Addr + ": " + err.Error()
+		}
+		state = fmt.Sprintf("master %s has %d replicas online;", m.Addr, strings.Count(info, "state=online"))
 		ok := strings.Count(info, "state=online") >= n
 		for _, sn := range s.Sentinels {
 			var rs []map[string]string
@@ -174,8 +155,38 @@ func (s *Sentinel) WaitReplicas(t testing.TB, master *Server, n int) {
 			}
 			ok = ok && err == nil && up >= n
 		}
+		master = m
 		return ok, state
 	})
+	return master
+}
+
+// agreedMaster returns the data node every sentinel names as the master, when
+// they agree and it answers ROLE as a master; else nil and what it saw.
+func (s *Sentinel) agreedMaster() (*Server, string) {
+	addr := ""
+	for _, sn := range s.Sentinels {
+		m, err := s.masterInfo(sn)
+		if err != nil {
+			return nil, "sentinel " + sn.Addr + ": " + err.Error()
+		}
+		a := m["ip"] + ":" + m["port"]
+		if addr != "" && a != addr {
+			return nil, "the sentinels name " + addr + " and " + a
+		}
+		addr = a
+	}
+	for _, r := range append([]*Server{s.Master}, s.Replicas...) {
+		if r.Addr != addr {
+			continue
+		}
+		role, err := r.Client().Do(context.Background(), "ROLE").Slice()
+		if err != nil || len(role) == 0 || role[0] != "master" {
+			return nil, fmt.Sprintf("the sentinels name %s, which answers ROLE %v %v", addr, role, err)
+		}
+		return r, ""
+	}
+	return nil, "the sentinels name " + addr + ", not a node of this set"
 }
 
 // Failovers is the number of failovers of the master so far (the sentinels'
