@@ -108,7 +108,7 @@ func (s *Sentinel) WaitPromoted(t testing.TB, old *Server) *Server {
 		var state string
 		promoted, state = s.agreedMaster()
 		if promoted == old {
-			promoted = nil
+			promoted, state = nil, "the sentinels still name "+old.Addr
 		}
 		return promoted != nil, state
 	})
