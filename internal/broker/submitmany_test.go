@@ -24,6 +24,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/testutil"
 )
 
 // SubmitMany keeps request order across its script calls of 128: a key
@@ -62,46 +64,13 @@ func TestSubmitManyKeepsOrder(t *testing.T) {
 	}
 }
 
-// afterScripts runs fn on the result of each script command once n script
-// commands have succeeded: fn may replace the error the caller sees.
-type afterScripts struct {
-	n, ok int
-	fn    func(ctx context.Context, err error) error
-}
-
-func (h *afterScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *afterScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		return h.run(ctx, []redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
-	}
-}
-func (h *afterScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		return h.run(ctx, cmds, func() error { return next(ctx, cmds) })
-	}
-}
-func (h *afterScripts) run(ctx context.Context, cmds []redis.Cmder, next func() error) error {
-	err := next()
-	for _, c := range cmds {
-		failed := c.Err() != nil || len(cmds) == 1 && err != nil // a lone command's error reply (NOSCRIPT) is only returned here
-		if c.Name() != "evalsha" && c.Name() != "eval" || failed {
-			continue
-		}
-		if h.ok++; h.ok > h.n {
-			err = h.fn(ctx, err)
-			c.SetErr(err)
-		}
-	}
-	return err
-}
-
 // When the answer of a script call is lost after Redis ran it (the
 // connection drops), SubmitMany finds the call's tasks and answers them as
 // submitted; the later requests are NOT_SUBMITTED, wrapping the failure.
 func TestSubmitManyFindsTasksOfALostAnswer(t *testing.T) {
 	e := newEnv(t)
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
-	e.rdb.AddHook(&afterScripts{n: 1, fn: func(context.Context, error) error { return reset }})
+	e.rdb.AddHook(&testutil.ScriptHook{After: 1, Result: func(redis.Cmder) error { return reset }})
 	reqs := make([]SubmitRequest, 300)
 	for i := range reqs {
 		reqs[i] = SubmitRequest{Type: "demo"}
@@ -130,7 +99,7 @@ func TestSubmitManyFindsTasksOfALostAnswer(t *testing.T) {
 func TestSubmitManyStopsAtACancelledContext(t *testing.T) {
 	e := newEnv(t)
 	cctx, cancel := context.WithCancel(ctx)
-	e.rdb.AddHook(&afterScripts{n: 0, fn: func(_ context.Context, err error) error { cancel(); return err }})
+	e.rdb.AddHook(&testutil.ScriptHook{Result: func(redis.Cmder) error { cancel(); return nil }})
 	reqs := make([]SubmitRequest, 200)
 	for i := range reqs {
 		reqs[i] = SubmitRequest{Type: "demo"}

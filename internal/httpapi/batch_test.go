@@ -18,20 +18,19 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/httpapi"
+	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/client"
@@ -40,60 +39,6 @@ import (
 // apiPassword is the Redis password of the API's ACL user in these tests; no
 // answer or log line may hold it.
 const apiPassword = "planted-s3cret"
-
-// scriptFault runs fault once, before the first script command sent after
-// `after` script commands have succeeded: a real change of Redis (an ACL)
-// between two script calls of one batch.
-type scriptFault struct {
-	mu    sync.Mutex
-	ok    int
-	after int
-	fault func()
-}
-
-func isScript(c redis.Cmder) bool { return c.Name() == "evalsha" || c.Name() == "eval" }
-
-func (f *scriptFault) before(cmds []redis.Cmder) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, c := range cmds {
-		if isScript(c) && f.ok == f.after && f.fault != nil {
-			f.fault()
-			f.fault = nil
-		}
-	}
-}
-
-func (f *scriptFault) afterRun(cmds []redis.Cmder) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, c := range cmds {
-		if isScript(c) && c.Err() == nil {
-			f.ok++
-		}
-	}
-}
-
-func (f *scriptFault) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (f *scriptFault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		f.before([]redis.Cmder{cmd})
-		err := next(ctx, cmd)
-		if err != nil {
-			cmd.SetErr(err) // go-redis sets it only after the hooks (a NOSCRIPT reply is not a script that ran)
-		}
-		f.afterRun([]redis.Cmder{cmd})
-		return err
-	}
-}
-func (f *scriptFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		f.before(cmds)
-		err := next(ctx, cmds)
-		f.afterRun(cmds)
-		return err
-	}
-}
 
 // A batch whose second script call Redis refuses (the API's ACL user loses
 // its scripting commands between the calls) answers per item: the first
@@ -111,7 +56,7 @@ func TestBatchAnswersPerItemAfterAPartialCommit(t *testing.T) {
 	b := broker.New(rdb)
 	q := broker.QueueRef{Namespace: "ns", Name: "q"}
 	must(t, b.EnsureQueue(ctx, q, broker.DefaultQueueConfig()))
-	fault := &scriptFault{after: 1, fault: func() {
+	fault := &testutil.ScriptHook{After: 1, Before: func() {
 		must(t, admin.Do(ctx, "ACL", "SETUSER", "api", "-@scripting").Err())
 	}}
 	rdb.AddHook(fault)
