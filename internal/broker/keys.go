@@ -124,6 +124,10 @@ func (k keys) streams() []string {
 // tools and tests that inspect a queue's keys.
 func KeyPrefix(q QueueRef) string { return keysFor(q).prefix }
 
+// HistoryKey returns the key of q's history (the samples RecordHistory
+// appends), for tools and tests that inspect a queue's keys.
+func HistoryKey(q QueueRef) string { return keysFor(q).history() }
+
 // EventsMaxLen is the approximate cap (MAXLEN ~) of a queue's events stream.
 const EventsMaxLen = 10000
 

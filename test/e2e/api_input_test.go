@@ -94,10 +94,11 @@ func queueKeys(t *testing.T, ns, name string) map[string]string {
 	t.Helper()
 	ctx := t.Context()
 	out := map[string]string{}
-	prefix := broker.KeyPrefix(broker.QueueRef{Namespace: ns, Name: name})
+	q := broker.QueueRef{Namespace: ns, Name: name}
+	prefix := broker.KeyPrefix(q)
 	iter := single.rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
-		if iter.Val() == prefix+"history" {
+		if iter.Val() == broker.HistoryKey(q) {
 			continue
 		}
 		v, err := single.rdb.Dump(ctx, iter.Val()).Result()
