@@ -49,6 +49,6 @@ var _ = Describe("Queue history", func() {
 				g.Expect(h[i].At).To(BeTemporally(">=", h[i-1].At))
 			}
 		}, timeout, poll).Should(Succeed())
-		Expect(rdb.PTTL(ctx, broker.KeyPrefix(ref)+"history").Val()).To(BeNumerically("~", 2*samples*interval, interval))
+		Expect(rdb.PTTL(ctx, broker.HistoryKey(ref)).Val()).To(BeNumerically("~", 2*samples*interval, interval))
 	})
 })
