@@ -272,9 +272,12 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 // maxErrorLen bounds stored error messages (in characters).
 const maxErrorLen = 500
 
+// newlines turns each line break into a space.
+var newlines = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
 // sanitizeError turns newlines into spaces and cuts the message to 500 characters.
 func sanitizeError(s string) string {
-	s = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+	s = newlines.Replace(s)
 	if r := []rune(s); len(r) > maxErrorLen {
 		s = string(r[:maxErrorLen])
 	}

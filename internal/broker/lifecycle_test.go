@@ -18,6 +18,7 @@ package broker
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -213,8 +214,10 @@ func TestRetryBackoffAndPromote(t *testing.T) {
 		t.Fatalf("promote: %d %v", n, next)
 	}
 	d, run := e.deliver("c")
-	if run.Attempt != 2 {
-		t.Fatalf("attempt %d", run.Attempt)
+	// The start's reply is the task as stored after the start (the hash as
+	// read, the start's writes over it): no finished_at of the failed attempt.
+	if stored := e.task(ti.ID); run.Attempt != 2 || !run.FinishedAt.IsZero() || !reflect.DeepEqual(run, stored) {
+		t.Fatalf("started %+v\nstored  %+v", run, stored)
 	}
 	e.complete(d, Outcome{})
 	// The last attempt's retryable failure is final.

@@ -18,6 +18,7 @@ package broker
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -187,7 +188,10 @@ func TestProgress(t *testing.T) {
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("reclaim: %v %v", ds, err)
 	}
-	peer, _ := e.start("peer", ds[0])
+	peer, started := e.start("peer", ds[0])
+	if stored := e.task(ti.ID); !reflect.DeepEqual(started, stored) {
+		t.Fatalf("started %+v\nstored  %+v", started, stored)
+	}
 	if err := e.b.Progress(ctx, e.q, x, []byte(`{"done":9}`)); CodeOf(err) != CodeStaleExecution {
 		t.Fatalf("stale progress: %v, want STALE_EXECUTION", err)
 	}

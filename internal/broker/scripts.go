@@ -189,49 +189,53 @@ local function exhaust(id, attempt, ikey, lasterr, class, now, nowtxt)
   count("finished:" .. state)
   return state
 end
+-- start_done acknowledges and deletes a delivered entry start_entry does not
+-- run, and returns {reason, HGETALL task}: flat as read, or read again when
+-- the task hash changed since (wrote).
+local function start_done(reason, tk, flat, wrote, stream, msgid)
+  redis.call("XACK", stream, GROUP, msgid)
+  redis.call("XDEL", stream, msgid)
+  return {reason, wrote and redis.call("HGETALL", tk) or flat}
+end
+
 -- start_entry decides whether a delivered entry runs (original section 5,
 -- "Pre-execution checks, in order" and "Duplicate absorption"); shared by
 -- startBatchScript (reclaimed and explicitly started entries) and
 -- readStartScript (new entries, started as they are read).
 -- Returns {"run", task hash fields} or {reason, HGETALL task}, the entry then being
 -- acknowledged and deleted; reason is one of missing, terminal, retrying,
--- cancelled, expired, duplicate, exhausted. Starting the same delivery again
--- with the same worker (a client retry after a lost reply) answers "run" again
--- and writes nothing.
+-- cancelled, expired, duplicate, exhausted. "run"'s fields are the hash as read
+-- followed by the fields the start wrote (a field may appear twice: the later
+-- one is the hash's value; finished_at and progress, which the start deletes,
+-- follow as ""). Starting the same delivery again with the same worker (a
+-- client retry after a lost reply) answers "run" again and writes nothing.
 local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, nowtxt)
-  -- One HGETALL serves both the checks and the reply (read into h, updated
-  -- below): a second read after the write would cost a call per task.
+  -- One HGETALL serves both the checks and the reply (read into h, the
+  -- start's writes appended to it): a second read after the write would cost
+  -- a call per task.
   local flat = redis.call("HGETALL", tk)
   local h = {}
   for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
   local id, state, attempt, maxAttempts = task_id(tk), h.state, tonumber(h.attempt), tonumber(h.max_attempts)
-  -- done acknowledges and deletes the entry; wrote says the task hash changed
-  -- since flat was read, so the reply reads it again.
-  local function done(reason, wrote)
-    redis.call("XACK", stream, GROUP, msgid)
-    redis.call("XDEL", stream, msgid)
-    return {reason, wrote and redis.call("HGETALL", tk) or flat}
-  end
   if reclaimed == "1" then count("redeliveries") end
-  if not state then return done("missing") end
-  if TERMINAL[state] then return done("terminal") end
-  if state == "Retrying" then return done("retrying") end
+  if not state then return start_done("missing", tk, flat, false, stream, msgid) end
+  if TERMINAL[state] then return start_done("terminal", tk, flat, false, stream, msgid) end
+  if state == "Retrying" then return start_done("retrying", tk, flat, false, stream, msgid) end
   if h.cancel_requested == "1" then
     finish(id, "Cancelled", "TaskCancelled", attempt, h.ikey, now, nowtxt)
-    return done("cancelled", true)
+    return start_done("cancelled", tk, flat, true, stream, msgid)
   end
   local expires = tonumber(h.expires_at) or 0
   if expires > 0 and tonumber(now) >= expires then
     finish(id, "Expired", "TaskExpired", attempt, h.ikey, now, nowtxt)
-    return done("expired", true)
+    return start_done("expired", tk, flat, true, stream, msgid)
   end
-  local function absorb()
-    event("TaskDuplicateAbsorbed", id, entryAttempt, now)
-    return done("duplicate")
-  end
+  -- absorb: a duplicate delivery (an older attempt's entry, a copy of a
+  -- running task's) is acknowledged and changes nothing else.
+  local absorb = false
   if state == "Queued" then
-    if entryAttempt < attempt then return absorb() end
-    if entryAttempt > attempt then attempt = entryAttempt end
+    if entryAttempt < attempt then absorb = true
+    elseif entryAttempt > attempt then attempt = entryAttempt end
   elseif state == "Running" then
     -- The same worker starting the same entry again is a client retry whose
     -- first reply was lost: answer the same, write nothing.
@@ -240,26 +244,37 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
     end
     -- Only a reclaimed copy of the very entry that is running is a crash
     -- redelivery; it counts as an attempt, bounded by max_attempts.
-    if reclaimed ~= "1" or msgid ~= h.msg then return absorb() end
-    attempt = attempt + 1
-    if attempt > maxAttempts then
-      exhaust(id, attempt - 1, h.ikey, "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
-      return done("exhausted", true)
+    if reclaimed ~= "1" or msgid ~= h.msg then
+      absorb = true
+    else
+      attempt = attempt + 1
+      if attempt > maxAttempts then
+        exhaust(id, attempt - 1, h.ikey, "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
+        return start_done("exhausted", tk, flat, true, stream, msgid)
+      end
     end
   else
-    return absorb()
+    absorb = true
   end
-  redis.call("HSET", tk, "state", "Running", "attempt", attempt, "started_at", now, "worker_id", worker, "msg", msgid)
+  if absorb then
+    event("TaskDuplicateAbsorbed", id, entryAttempt, now)
+    return start_done("duplicate", tk, flat, false, stream, msgid)
+  end
+  local a = int(attempt)
+  redis.call("HSET", tk, "state", "Running", "attempt", a, "started_at", now, "worker_id", worker, "msg", msgid)
+  local n = #flat
+  flat[n + 1], flat[n + 2], flat[n + 3], flat[n + 4], flat[n + 5] = "state", "Running", "attempt", a, "started_at"
+  flat[n + 6], flat[n + 7], flat[n + 8], flat[n + 9], flat[n + 10] = now, "worker_id", worker, "msg", msgid
   -- finished_at is only there after a retry, progress only after an attempt
   -- that reported some (it is the running attempt's); a delete is a write,
   -- so only then.
-  if h.finished_at or h.progress then redis.call("HDEL", tk, "finished_at", "progress", "progress_at") end
-  batch_event("TaskStarted", id, int(attempt), now)
-  h.state, h.attempt, h.started_at, h.worker_id, h.msg, h.finished_at = "Running", int(attempt), now, worker, msgid, nil
-  h.progress, h.progress_at = nil, nil
-  local out = {}
-  for k, v in pairs(h) do out[#out + 1] = k; out[#out + 1] = v end
-  return {"run", out}
+  if h.finished_at or h.progress then
+    redis.call("HDEL", tk, "finished_at", "progress", "progress_at")
+    n = #flat
+    flat[n + 1], flat[n + 2], flat[n + 3], flat[n + 4], flat[n + 5], flat[n + 6] = "finished_at", "", "progress", "", "progress_at", ""
+  end
+  batch_event("TaskStarted", id, a, now)
+  return {"run", flat}
 end
 
 -- read_bands reads up to left new entries for consumer from KEYS[1..10]

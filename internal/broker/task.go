@@ -29,7 +29,13 @@ import (
 
 // taskFromHash builds a TaskInfo from the fields of a task hash.
 func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
-	i := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
+	i := func(f string) int64 {
+		if m[f] == "" {
+			return 0 // absent: no ParseInt error to allocate (the start path reads several absent fields per task)
+		}
+		n, _ := strconv.ParseInt(m[f], 10, 64)
+		return n
+	}
 	t := func(f string) time.Time {
 		if n := i(f); n > 0 {
 			return time.UnixMilli(n).UTC()

@@ -45,13 +45,6 @@ type ScriptHook struct {
 	before bool // Before has run
 }
 
-// OK returns how many script commands have succeeded.
-func (h *ScriptHook) OK() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ok
-}
-
 func (h *ScriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *ScriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
