@@ -222,7 +222,8 @@ func str(v any) string {
 	return ""
 }
 
-// hashMap turns an HGETALL reply returned by a script into a map.
+// hashMap turns an HGETALL reply returned by a script into a map; of a field
+// that appears twice (a start's reply, see start_entry) the later value wins.
 func hashMap(v any) map[string]string {
 	arr, _ := v.([]any)
 	m := make(map[string]string, len(arr)/2)
