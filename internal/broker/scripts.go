@@ -231,7 +231,8 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
     return start_done("expired", tk, flat, true, stream, msgid)
   end
   -- absorb: a duplicate delivery (an older attempt's entry, a copy of a
-  -- running task's) is acknowledged and changes nothing else.
+  -- running task's entry) is acknowledged with a TaskDuplicateAbsorbed
+  -- event; the task is unchanged.
   local absorb = false
   if state == "Queued" then
     if entryAttempt < attempt then absorb = true
