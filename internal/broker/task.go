@@ -30,10 +30,11 @@ import (
 // taskFromHash builds a TaskInfo from the fields of a task hash.
 func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
 	i := func(f string) int64 {
-		if m[f] == "" {
+		v := m[f]
+		if v == "" {
 			return 0 // absent: no ParseInt error to allocate (the start path reads several absent fields per task)
 		}
-		n, _ := strconv.ParseInt(m[f], 10, 64)
+		n, _ := strconv.ParseInt(v, 10, 64)
 		return n
 	}
 	t := func(f string) time.Time {

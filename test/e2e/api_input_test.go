@@ -95,10 +95,10 @@ func queueKeys(t *testing.T, ns, name string) map[string]string {
 	ctx := t.Context()
 	out := map[string]string{}
 	q := broker.QueueRef{Namespace: ns, Name: name}
-	prefix := broker.KeyPrefix(q)
-	iter := single.rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	history := broker.HistoryKey(q)
+	iter := single.rdb.Scan(ctx, 0, broker.KeyPrefix(q)+"*", 1000).Iterator()
 	for iter.Next(ctx) {
-		if iter.Val() == broker.HistoryKey(q) {
+		if iter.Val() == history {
 			continue
 		}
 		v, err := single.rdb.Dump(ctx, iter.Val()).Result()
