@@ -64,6 +64,8 @@ func newApp() *apptest {
 }
 
 func (a *apptest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The token first: tests read it once they see a request open.
+	a.token.Store(r.Header.Get(HeaderToken))
 	n := a.open.Add(1)
 	defer a.open.Add(-1)
 	for {
@@ -83,7 +85,6 @@ func (a *apptest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(body, &p)
 	id := r.Header.Get(HeaderTaskID)
-	a.token.Store(r.Header.Get(HeaderToken))
 	a.mu.Lock()
 	a.calls[id]++
 	call := a.calls[id]
