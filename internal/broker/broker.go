@@ -222,8 +222,7 @@ func str(v any) string {
 	return ""
 }
 
-// hashMap turns an HGETALL reply returned by a script into a map; of a field
-// that appears twice (a start's reply, see start_entry) the later value wins.
+// hashMap turns an HGETALL reply returned by a script into a map.
 func hashMap(v any) map[string]string {
 	arr, _ := v.([]any)
 	m := make(map[string]string, len(arr)/2)

@@ -176,13 +176,19 @@ func deliveryOfEntry(f []any) Delivery {
 	return Delivery{MessageID: str(f[1]), Band: int(band), TaskID: str(f[2]), Attempt: attempt}
 }
 
-// startReply maps one start_entry reply, {reason, task hash} (see itemReply).
+// startReply maps one start_entry reply, {reason, the task packed} (see
+// itemReply).
 func startReply(q QueueRef, v []any) (StartResult, error) {
-	if len(v) < 2 {
+	var t TaskInfo
+	ok := len(v) == 2
+	if ok {
+		t, ok = taskFromPacked(q, str(v[1]))
+	}
+	if !ok {
 		return StartResult{}, fmt.Errorf("unexpected reply %v", v)
 	}
 	reason := str(v[0])
-	return StartResult{Run: reason == "run", Task: taskFromHash(q, hashMap(v[1])), Reason: reason}, nil
+	return StartResult{Run: reason == "run", Task: t, Reason: reason}, nil
 }
 
 // Reclaim takes over up to count entries idle longer than minIdle (the visibility

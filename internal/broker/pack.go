@@ -18,7 +18,9 @@ package broker
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
+	"strings"
 )
 
 // The packed layout: one version byte (packVersion), then per field its
@@ -45,12 +47,44 @@ func pack(dst []byte, fields ...[]byte) []byte {
 	return dst
 }
 
-// luaUnpack is the struct.unpack format of a packed value of n fields: the
-// version, then the fields (and struct.unpack's next position after them).
-func luaUnpack(n int) string {
-	f := ">B"
-	for range n {
-		f += "I4c0"
+// packFormat is the struct library's format of a packed value of n fields:
+// struct.unpack returns the version, then the fields (and the next position
+// after them); struct.pack takes the version, then each field's length and
+// bytes.
+func packFormat(n int) string { return ">B" + strings.Repeat("I4c0", n) }
+
+// unpack splits s, packed with len(out) fields, into out: substrings of s, no
+// copies. False when s is not such a packed value.
+func unpack(s string, out []string) bool {
+	if len(s) < 1 || s[0] != packVersion {
+		return false
 	}
-	return f
+	s = s[1:]
+	for i := range out {
+		if len(s) < 4 {
+			return false
+		}
+		n := uint64(s[0])<<24 | uint64(s[1])<<16 | uint64(s[2])<<8 | uint64(s[3])
+		if uint64(len(s)-4) < n {
+			return false
+		}
+		out[i], s = s[4:4+n], s[4+n:]
+	}
+	return s == ""
+}
+
+// luaPackTask is the Lua function pack_task(h): the task hash h (a table of
+// its fields) packed, taskFields in order, absent fields "". A started task
+// crosses to Go as one string this way (taskFromPacked): no field names, one
+// reply string instead of two per field.
+func luaPackTask() string {
+	var locals, vals, args []string
+	for i, f := range taskFields {
+		v := fmt.Sprintf("v%d", i)
+		locals = append(locals, v)
+		vals = append(vals, fmt.Sprintf("h[%q] or \"\"", f))
+		args = append(args, "#"+v, v)
+	}
+	return fmt.Sprintf("local function pack_task(h)\n  local %s =\n    %s\n  return struct.pack(%q, %d, %s)\nend\n",
+		strings.Join(locals, ", "), strings.Join(vals, ", "), packFormat(len(taskFields)), packVersion, strings.Join(args, ", "))
 }

@@ -54,7 +54,7 @@ import (
 
 // luaLib is prepended to every script but submitBatchScript (which starts with
 // luaKeys only).
-var luaLib = luaKeys() + `
+var luaLib = luaKeys() + luaPackTask() + `
 local function int(x) return string.format("%d", x) end
 local TERMINAL = {Succeeded = true, Failed = true, DeadLettered = true, Cancelled = true, Expired = true}
 
@@ -190,45 +190,48 @@ local function exhaust(id, attempt, ikey, lasterr, class, now, nowtxt)
   return state
 end
 -- start_done acknowledges and deletes a delivered entry start_entry does not
--- run, and returns {reason, HGETALL task}: flat as read, or read again when
+-- run, and returns {reason, the task packed}: h as read, or read again when
 -- the task hash changed since (wrote).
-local function start_done(reason, tk, flat, wrote, stream, msgid)
+local function start_done(reason, tk, h, wrote, stream, msgid)
   redis.call("XACK", stream, GROUP, msgid)
   redis.call("XDEL", stream, msgid)
-  return {reason, wrote and redis.call("HGETALL", tk) or flat}
+  if wrote then
+    local flat = redis.call("HGETALL", tk)
+    h = {}
+    for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  end
+  return {reason, pack_task(h)}
 end
 
 -- start_entry decides whether a delivered entry runs (original section 5,
 -- "Pre-execution checks, in order" and "Duplicate absorption"); shared by
 -- startBatchScript (reclaimed and explicitly started entries) and
 -- readStartScript (new entries, started as they are read).
--- Returns {"run", task hash fields} or {reason, HGETALL task}, the entry then being
--- acknowledged and deleted; reason is one of missing, terminal, retrying,
--- cancelled, expired, duplicate, exhausted. "run"'s fields are the hash as read
--- followed by the fields the start wrote (a field may appear twice: the later
--- one is the hash's value; finished_at and progress, which the start deletes,
--- follow as ""). Starting the same delivery again with the same worker (a
--- client retry after a lost reply) answers "run" again and writes nothing.
+-- Returns {"run", the task packed (pack_task) as the start left it} or
+-- {reason, the task packed}, the entry then being acknowledged and deleted;
+-- reason is one of missing, terminal, retrying, cancelled, expired,
+-- duplicate, exhausted. Starting the same delivery again with the same
+-- worker (a client retry after a lost reply) answers "run" again and writes
+-- nothing.
 local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, nowtxt)
-  -- One HGETALL serves both the checks and the reply (read into h, the
-  -- start's writes appended to it): a second read after the write would cost
-  -- a call per task.
+  -- One HGETALL serves both the checks and the reply (the start's writes
+  -- applied to h): a second read after the write would cost a call per task.
   local flat = redis.call("HGETALL", tk)
   local h = {}
   for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
   local id, state, attempt, maxAttempts = task_id(tk), h.state, tonumber(h.attempt), tonumber(h.max_attempts)
   if reclaimed == "1" then count("redeliveries") end
-  if not state then return start_done("missing", tk, flat, false, stream, msgid) end
-  if TERMINAL[state] then return start_done("terminal", tk, flat, false, stream, msgid) end
-  if state == "Retrying" then return start_done("retrying", tk, flat, false, stream, msgid) end
+  if not state then return start_done("missing", tk, h, false, stream, msgid) end
+  if TERMINAL[state] then return start_done("terminal", tk, h, false, stream, msgid) end
+  if state == "Retrying" then return start_done("retrying", tk, h, false, stream, msgid) end
   if h.cancel_requested == "1" then
     finish(id, "Cancelled", "TaskCancelled", attempt, h.ikey, now, nowtxt)
-    return start_done("cancelled", tk, flat, true, stream, msgid)
+    return start_done("cancelled", tk, h, true, stream, msgid)
   end
   local expires = tonumber(h.expires_at) or 0
   if expires > 0 and tonumber(now) >= expires then
     finish(id, "Expired", "TaskExpired", attempt, h.ikey, now, nowtxt)
-    return start_done("expired", tk, flat, true, stream, msgid)
+    return start_done("expired", tk, h, true, stream, msgid)
   end
   -- absorb: a duplicate delivery (an older attempt's entry, a copy of a
   -- running task's entry) is acknowledged with a TaskDuplicateAbsorbed
@@ -241,7 +244,7 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
     -- The same worker starting the same entry again is a client retry whose
     -- first reply was lost: answer the same, write nothing.
     if reclaimed ~= "1" and msgid == h.msg and worker == h.worker_id then
-      return {"run", flat}
+      return {"run", pack_task(h)}
     end
     -- Only a reclaimed copy of the very entry that is running is a crash
     -- redelivery; it counts as an attempt, bounded by max_attempts.
@@ -251,7 +254,7 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
       attempt = attempt + 1
       if attempt > maxAttempts then
         exhaust(id, attempt - 1, h.ikey, "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
-        return start_done("exhausted", tk, flat, true, stream, msgid)
+        return start_done("exhausted", tk, h, true, stream, msgid)
       end
     end
   else
@@ -259,23 +262,20 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
   end
   if absorb then
     event("TaskDuplicateAbsorbed", id, entryAttempt, now)
-    return start_done("duplicate", tk, flat, false, stream, msgid)
+    return start_done("duplicate", tk, h, false, stream, msgid)
   end
   local a = int(attempt)
   redis.call("HSET", tk, "state", "Running", "attempt", a, "started_at", now, "worker_id", worker, "msg", msgid)
-  local n = #flat
-  flat[n + 1], flat[n + 2], flat[n + 3], flat[n + 4], flat[n + 5] = "state", "Running", "attempt", a, "started_at"
-  flat[n + 6], flat[n + 7], flat[n + 8], flat[n + 9], flat[n + 10] = now, "worker_id", worker, "msg", msgid
+  h.state, h.attempt, h.started_at, h.worker_id, h.msg = "Running", a, now, worker, msgid
   -- finished_at is only there after a retry, progress only after an attempt
   -- that reported some (it is the running attempt's); a delete is a write,
   -- so only then.
   if h.finished_at or h.progress then
     redis.call("HDEL", tk, "finished_at", "progress", "progress_at")
-    n = #flat
-    flat[n + 1], flat[n + 2], flat[n + 3], flat[n + 4], flat[n + 5], flat[n + 6] = "finished_at", "", "progress", "", "progress_at", ""
+    h.finished_at, h.progress, h.progress_at = nil, nil, nil
   end
   batch_event("TaskStarted", id, a, now)
-  return {"run", flat}
+  return {"run", pack_task(h)}
 end
 
 -- read_bands reads up to left new entries for consumer from KEYS[1..10]
@@ -417,7 +417,7 @@ func batchBody(width int, body string) string {
 // long backlog or delayed past the retention never vanishes. It carries only
 // the key builders and the helper it needs instead of luaLib.
 var submitBatchScript = redis.NewScript(luaKeys() + batchBody(submitItemArgs, `
-local ITEM = "`+luaUnpack(submitItemFields)+`"
+local ITEM = "`+packFormat(submitItemFields)+`"
 local function record(id, state, nowtxt)
   return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
 end

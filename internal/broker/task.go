@@ -27,47 +27,106 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The task hash's fields a TaskInfo is built from, in the order of a packed
+// task (pack_task in the scripts, taskFromPacked).
+const (
+	tfID = iota
+	tfType
+	tfIkey
+	tfPrio
+	tfState
+	tfAttempt
+	tfPrevAttempts
+	tfMaxAttempts
+	tfTimeout
+	tfCreatedAt
+	tfAvailableAt
+	tfExpiresAt
+	tfStartedAt
+	tfFinishedAt
+	tfWorkerID
+	tfLastError
+	tfErrorClass
+	tfCancelRequested
+	tfResultTruncated
+	tfTrace
+	tfProgressAt
+	tfProgress
+	tfPayload
+	tfMeta
+	taskFieldCount
+)
+
+var taskFields = [taskFieldCount]string{
+	tfID: "id", tfType: "type", tfIkey: "ikey", tfPrio: "prio", tfState: "state", tfAttempt: "attempt",
+	tfPrevAttempts: "previous_attempts", tfMaxAttempts: "max_attempts", tfTimeout: "timeout_ms",
+	tfCreatedAt: "created_at", tfAvailableAt: "available_at", tfExpiresAt: "expires_at",
+	tfStartedAt: "started_at", tfFinishedAt: "finished_at", tfWorkerID: "worker_id",
+	tfLastError: "last_error", tfErrorClass: "error_class", tfCancelRequested: "cancel_requested",
+	tfResultTruncated: "result_truncated", tfTrace: "trace", tfProgressAt: "progress_at",
+	tfProgress: "progress", tfPayload: "payload", tfMeta: "meta",
+}
+
 // taskFromHash builds a TaskInfo from the fields of a task hash.
 func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
-	i := func(f string) int64 {
-		v := m[f]
-		if v == "" {
+	var v [taskFieldCount]string
+	for i, f := range taskFields {
+		v[i] = m[f]
+	}
+	return taskFromFields(q, &v)
+}
+
+// taskFromPacked builds a TaskInfo from a packed task (pack_task); false
+// when s is not one.
+func taskFromPacked(q QueueRef, s string) (TaskInfo, bool) {
+	var v [taskFieldCount]string
+	if !unpack(s, v[:]) {
+		return TaskInfo{}, false
+	}
+	return taskFromFields(q, &v), true
+}
+
+// taskFromFields builds a TaskInfo from a task hash's fields (taskFields
+// order), "" for a field the hash does not have.
+func taskFromFields(q QueueRef, v *[taskFieldCount]string) TaskInfo {
+	i := func(f int) int64 {
+		if v[f] == "" {
 			return 0 // absent: no ParseInt error to allocate (the start path reads several absent fields per task)
 		}
-		n, _ := strconv.ParseInt(v, 10, 64)
+		n, _ := strconv.ParseInt(v[f], 10, 64)
 		return n
 	}
-	t := func(f string) time.Time {
+	t := func(f int) time.Time {
 		if n := i(f); n > 0 {
 			return time.UnixMilli(n).UTC()
 		}
 		return time.Time{}
 	}
 	ti := TaskInfo{
-		ID:              m["id"],
+		ID:              v[tfID],
 		Queue:           q,
-		Type:            m["type"],
-		IdempotencyKey:  m["ikey"],
-		Priority:        int(i("prio")),
-		State:           State(m["state"]),
-		Attempt:         int(i("attempt")),
-		PrevAttempts:    int(i("previous_attempts")),
-		MaxAttempts:     int(i("max_attempts")),
-		Timeout:         time.Duration(i("timeout_ms")) * time.Millisecond,
-		CreatedAt:       t("created_at"),
-		AvailableAt:     t("available_at"),
-		ExpiresAt:       t("expires_at"),
-		StartedAt:       t("started_at"),
-		FinishedAt:      t("finished_at"),
-		WorkerID:        m["worker_id"],
-		LastError:       m["last_error"],
-		LastErrorClass:  m["error_class"],
-		CancelRequested: m["cancel_requested"] == "1",
-		ResultTruncated: m["result_truncated"] == "1",
-		TraceParent:     m["trace"],
-		ProgressAt:      t("progress_at"),
+		Type:            v[tfType],
+		IdempotencyKey:  v[tfIkey],
+		Priority:        int(i(tfPrio)),
+		State:           State(v[tfState]),
+		Attempt:         int(i(tfAttempt)),
+		PrevAttempts:    int(i(tfPrevAttempts)),
+		MaxAttempts:     int(i(tfMaxAttempts)),
+		Timeout:         time.Duration(i(tfTimeout)) * time.Millisecond,
+		CreatedAt:       t(tfCreatedAt),
+		AvailableAt:     t(tfAvailableAt),
+		ExpiresAt:       t(tfExpiresAt),
+		StartedAt:       t(tfStartedAt),
+		FinishedAt:      t(tfFinishedAt),
+		WorkerID:        v[tfWorkerID],
+		LastError:       v[tfLastError],
+		LastErrorClass:  v[tfErrorClass],
+		CancelRequested: v[tfCancelRequested] == "1",
+		ResultTruncated: v[tfResultTruncated] == "1",
+		TraceParent:     v[tfTrace],
+		ProgressAt:      t(tfProgressAt),
 	}
-	if p := m["progress"]; p != "" {
+	if p := v[tfProgress]; p != "" {
 		ti.Progress = json.RawMessage(p)
 	}
 	if ti.StartedAt.IsZero() && ti.PrevAttempts == 0 {
@@ -76,13 +135,13 @@ func taskFromHash(q QueueRef, m map[string]string) TaskInfo {
 		// earlier runs in PrevAttempts.)
 		ti.Attempt = 0
 	}
-	if _, ok := m["available_at"]; !ok {
+	if v[tfAvailableAt] == "" {
 		ti.AvailableAt = ti.CreatedAt // submit leaves it out when it is created_at
 	}
-	if p := m["payload"]; p != "" { // "" once the task succeeded, was cancelled or expired
+	if p := v[tfPayload]; p != "" { // "" once the task succeeded, was cancelled or expired
 		ti.Payload = json.RawMessage(p)
 	}
-	if md, ok := m["meta"]; ok {
+	if md := v[tfMeta]; md != "" { // submit writes meta only when there is some
 		ti.Metadata = json.RawMessage(md)
 	}
 	return ti
