@@ -357,6 +357,30 @@ type completeItem struct {
 	next       string // consumer that reads its next entry with this completion (CompleteNext)
 }
 
+// completeItemFields is the number of fields of a packed complete item
+// (packCompleteItem).
+const completeItemFields = 9
+
+// packCompleteItem appends it packed to dst, completeItemFields fields in the
+// order completeBatchScript unpacks them (see the script's ARGV).
+func packCompleteItem(dst []byte, it completeItem) []byte {
+	jitter := "0" // only a retry reads it
+	if it.retryable == "1" {
+		jitter = strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64)
+	}
+	var attempt [20]byte
+	dst = append(dst, packVersion)
+	dst = appendField(dst, it.x.MessageID)
+	dst = appendField(dst, it.x.WorkerID)
+	dst = appendField(dst, strconv.AppendInt(attempt[:0], int64(it.x.Attempt), 10))
+	dst = appendField(dst, it.kind)
+	dst = appendField(dst, it.result)
+	for _, f := range [...]string{it.err, it.class, it.retryable, jitter} {
+		dst = appendField(dst, f)
+	}
+	return dst
+}
+
 // completed is one completion's reply: the task's state and, for
 // CompleteNext, the next entry.
 type completed struct {
@@ -378,20 +402,23 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 	keys = append(keys, k.config(), k.schedule())
 	args := make([]any, 0, 3+completeItemArgs*len(items))
 	args = append(args, k.prefix, now, nowtxt)
+	// The items are packed into one buffer, each argument a slice of it.
+	buf := make([]byte, 0, 128*len(items))
+	ends := make([]int, len(items))
 	consumer, workerID, wants := "", "", 0
-	for _, it := range items {
-		jitter := "0" // only a retry reads it
-		if it.retryable == "1" {
-			jitter = strconv.FormatFloat(rand.Float64()*2-1, 'f', 6, 64)
-		}
+	for i, it := range items {
 		keys = append(keys, k.task(it.x.TaskID), k.stream(it.x.Band))
-		//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra argument does not compile
-		var item [completeItemArgs]any = [...]any{it.x.MessageID, it.x.WorkerID, it.x.Attempt, it.kind, it.result, it.err, it.class, it.retryable, jitter}
-		args = append(args, item[:]...)
+		buf = packCompleteItem(buf, it)
+		ends[i] = len(buf)
 		if it.next != "" && (consumer == "" || it.next == consumer) {
 			consumer, workerID = it.next, it.x.WorkerID
 			wants++
 		}
+	}
+	start := 0
+	for _, end := range ends {
+		args = append(args, buf[start:end:end])
+		start = end
 	}
 	sc, err := b.writer(ctx, q)
 	if err != nil {

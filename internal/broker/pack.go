@@ -26,11 +26,13 @@ import (
 // The packed layout: one version byte (packVersion), then per field its
 // length as 4 bytes big-endian and its bytes, so any field may hold any bytes
 // (a task type or idempotency key with a separator in it included). The
-// scripts read it with Redis's struct library in one C call,
-// struct.unpack(">B" .. ("I4c0" x n), s), which returns the version first.
+// scripts read and write it with Redis's struct library in one C call
+// (packFormat).
 //
 // A submit batch item is one packed script argument (submitItemFields); the
-// script stores its fields as fields of their own in the task hash.
+// script stores its fields as fields of their own in the task hash. A
+// complete batch item is one too (completeItemFields), and a started task
+// comes back packed (pack_task, taskFromPacked).
 const packVersion = 1
 
 // pack appends the packed encoding of fields to dst.
@@ -41,17 +43,16 @@ func pack(dst []byte, fields ...[]byte) []byte {
 	}
 	dst = append(slices.Grow(dst, n), packVersion)
 	for _, f := range fields {
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(f)))
-		dst = append(dst, f...)
+		dst = appendField(dst, f)
 	}
 	return dst
 }
 
-// packFormat is the struct library's format of a packed value of n fields:
-// struct.unpack returns the version, then the fields (and the next position
-// after them); struct.pack takes the version, then each field's length and
-// bytes.
-func packFormat(n int) string { return ">B" + strings.Repeat("I4c0", n) }
+// appendField appends one field of a packed value to dst.
+func appendField[T string | []byte](dst []byte, f T) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(f)))
+	return append(dst, f...)
+}
 
 // unpack splits s, packed with len(out) fields, into out: substrings of s, no
 // copies. False when s is not such a packed value.
@@ -88,3 +89,9 @@ func luaPackTask() string {
 	return fmt.Sprintf("local function pack_task(h)\n  local %s =\n    %s\n  return struct.pack(%q, %d, %s)\nend\n",
 		strings.Join(locals, ", "), strings.Join(vals, ", "), packFormat(len(taskFields)), packVersion, strings.Join(args, ", "))
 }
+
+// packFormat is the struct library's format of a packed value of n fields:
+// struct.unpack returns the version, then the fields (and the next position
+// after them); struct.pack takes the version, then each field's length and
+// bytes.
+func packFormat(n int) string { return ">B" + strings.Repeat("I4c0", n) }

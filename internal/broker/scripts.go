@@ -327,7 +327,7 @@ func script(body string) *redis.Script {
 const (
 	submitItemArgs   = 1 // packed: submitItemFields
 	startItemArgs    = 4
-	completeItemArgs = 9
+	completeItemArgs = 1 // packed: completeItemFields
 	touchItemArgs    = 3
 )
 
@@ -630,7 +630,7 @@ return out
 // ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
 // ARGV[2]        -> now, Unix ms
 // ARGV[3]        -> now, RFC 3339
-// per item i, completeItemArgs from ARGV[4+W*i], unpacked as:
+// per item i, ARGV[4+i]: the item packed (pack.go), completeItemFields fields:
 // msgid          -> entry id
 // worker         -> worker id
 // runAttempt     -> the attempt the execution ran
@@ -645,6 +645,7 @@ return out
 // stale completion (state "" when the task is gone); or {"err", message} for a
 // Redis error in that item only.
 var completeBatchScript = script(batchBody(completeItemArgs, `
+local ITEM = "`+packFormat(completeItemFields)+`"
 local now, nowtxt = ARGV[2], ARGV[3]
 local cfg -- read on first use
 -- Entries to acknowledge, by stream: one XACK and one XDEL per stream at the
@@ -662,7 +663,8 @@ local function ack(stream, msgid)
   ids[#ids + 1] = msgid
 end
 local function complete(tk, stream, a)
-  local msgid, worker, runAttempt, kind, res, errmsg, class, retryable, jitter = unpack(ARGV, a, a + W - 1)
+  local item = unpack(ARGV, a, a + W - 1)
+  local _, msgid, worker, runAttempt, kind, res, errmsg, class, retryable, jitter = struct.unpack(ITEM, item)
   local h = redis.call("HMGET", tk, "state", "attempt", "max_attempts", "msg", "ikey", "worker_id")
   local id, state, attempt, maxAttempts = task_id(tk), h[1], tonumber(h[2]), tonumber(h[3])
   if state ~= "Running" or h[4] ~= msgid or h[6] ~= worker or h[2] ~= runAttempt then
