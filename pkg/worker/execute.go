@@ -54,11 +54,11 @@ func (s *Server) process(e *execution) *execution {
 	}
 	task.srv, task.exec = s, e
 
-	lbl := []string{s.q.Namespace, s.q.Name, s.types.of(ti.Type)}
+	tm := s.metricsOf(ti.Type)
 	if !ti.AvailableAt.IsZero() {
-		s.m.wait.WithLabelValues(lbl...).Observe(max(0, startedAt.Sub(ti.AvailableAt).Seconds()))
+		tm.wait.Observe(max(0, startedAt.Sub(ti.AvailableAt).Seconds()))
 	}
-	s.m.started.WithLabelValues(lbl...).Inc()
+	tm.started.Inc()
 	s.busy.Inc()
 	out := execute(ctx, s.h, task, timeout, s.log)
 	s.mu.Lock()
@@ -66,7 +66,7 @@ func (s *Server) process(e *execution) *execution {
 	e.stopProgress()
 	s.mu.Unlock()
 	s.busy.Dec()
-	s.m.execution.WithLabelValues(lbl...).Observe(time.Since(startedAt).Seconds())
+	tm.execution.Observe(time.Since(startedAt).Seconds())
 
 	if out.HandBack && !s.draining() {
 		out = Outcome{Err: errors.New("the handler handed the task back while its worker was not draining"), Class: ClassRetryable, Retryable: true}
@@ -76,9 +76,9 @@ func (s *Server) process(e *execution) *execution {
 		return nil
 	}
 	if out.Err != nil && !out.Cancelled {
-		s.m.failed.WithLabelValues(lbl...).Inc()
+		tm.failed.Inc()
 	}
-	return s.record(spanCtx, span, e, ti, lbl, out)
+	return s.record(spanCtx, span, e, ti, tm, out)
 }
 
 // task returns the Task a handler gets for ti started at startedAt, and its
@@ -150,9 +150,9 @@ func (s *Server) arm(e *execution, attempt int, cancel context.CancelCauseFunc) 
 
 // record completes e with out (ti's run, started under spanCtx and span),
 // retrying connection errors (retryConn), and counts the state the task
-// moved to. When readsNext, the completion reads the slot's next entry too
+// moved to in tm. When readsNext, the completion reads the slot's next entry too
 // (CompleteNext), which record returns.
-func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, ti broker.TaskInfo, lbl []string, out Outcome) (next *execution) {
+func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, ti broker.TaskInfo, tm *typeMetrics, out Outcome) (next *execution) {
 	var state broker.State
 	x := s.execution(e)
 	bo := out.broker()
@@ -187,18 +187,18 @@ func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, 
 		return next
 	}
 	if !ti.AvailableAt.IsZero() {
-		s.m.latency.WithLabelValues(lbl...).Observe(max(0, time.Since(ti.AvailableAt).Seconds()))
+		tm.latency.Observe(max(0, time.Since(ti.AvailableAt).Seconds()))
 	}
 	switch state {
 	case broker.StateSucceeded:
-		s.m.succeeded.WithLabelValues(lbl...).Inc()
+		tm.succeeded.Inc()
 	case broker.StateRetrying:
-		s.m.retried.WithLabelValues(lbl...).Inc()
+		tm.retried.Inc()
 		s.pokeScheduler()
 	case broker.StateDeadLettered:
-		s.m.deadLettered.WithLabelValues(lbl...).Inc()
+		tm.deadLettered.Inc()
 	case broker.StateCancelled:
-		s.m.cancelled.WithLabelValues(lbl...).Inc()
+		tm.cancelled.Inc()
 	}
 	if out.Err != nil {
 		s.logFor(e).Info("Task attempt failed", "task_type", ti.Type, "class", out.Class,

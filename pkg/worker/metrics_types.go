@@ -16,7 +16,11 @@ limitations under the License.
 
 package worker
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // OtherTaskTypes is the task_type label value shared by the task types the
 // worker has no handler for, so that submitting tasks of random types cannot
@@ -55,4 +59,30 @@ func (l *typeLabels) of(taskType string) string {
 		return taskType
 	}
 	return OtherTaskTypes
+}
+
+// typeMetrics is the metric handles of one task_type label value of the
+// server's queue.
+type typeMetrics struct {
+	started, succeeded, failed, retried, deadLettered, cancelled prometheus.Counter
+	execution, wait, latency                                     prometheus.Observer
+}
+
+// metricsOf returns the metric handles of taskType's label value, looked up
+// once per value (WithLabelValues hashes and validates its values on each
+// call); the values are bounded (typeLabels), so are the handles kept.
+func (s *Server) metricsOf(taskType string) *typeMetrics {
+	label := s.types.of(taskType)
+	if tm, ok := s.byType.Load(label); ok {
+		return tm.(*typeMetrics)
+	}
+	lbl := []string{s.q.Namespace, s.q.Name, label}
+	tm, _ := s.byType.LoadOrStore(label, &typeMetrics{
+		started: s.m.started.WithLabelValues(lbl...), succeeded: s.m.succeeded.WithLabelValues(lbl...),
+		failed: s.m.failed.WithLabelValues(lbl...), retried: s.m.retried.WithLabelValues(lbl...),
+		deadLettered: s.m.deadLettered.WithLabelValues(lbl...), cancelled: s.m.cancelled.WithLabelValues(lbl...),
+		execution: s.m.execution.WithLabelValues(lbl...), wait: s.m.wait.WithLabelValues(lbl...),
+		latency: s.m.latency.WithLabelValues(lbl...),
+	})
+	return tm.(*typeMetrics)
 }

@@ -67,6 +67,7 @@ type Server struct {
 	m       *metrics
 	busy    prometheus.Gauge // m.inFlight of this queue
 	types   *typeLabels      // task_type label values
+	byType  sync.Map         // task_type label value -> *typeMetrics (metricsOf)
 
 	sem chan struct{} // execution slots; a slot is held from read to completion
 
