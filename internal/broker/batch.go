@@ -33,15 +33,25 @@ import (
 // A batcher never waits to fill a batch: the first caller of an idle batcher
 // starts a flusher at once, which takes that item and whatever else is already
 // waiting (up to maxBatch); while a flush is in Redis new callers queue up and
-// the next flush takes them. At most maxFlights flushes per queue and
-// operation run at the same time (one measured best: two halve the batch size
-// and cost more Redis CPU than the overlap saves; batches of different queues
-// and operations still share round trips through the auto-pipeliner). A lone
-// caller therefore pays only a goroutine hand-off.
-
+// the next flush takes them. At most flights flushes per queue and
+// operation run at the same time (batches of different queues and operations
+// still share round trips through the auto-pipeliner). A lone caller
+// therefore pays only a goroutine hand-off.
+//
+// Submit runs one flush at a time (submitFlights): two halve the batches of
+// 16 producers and cost Redis more per task than the overlap saves. Start
+// runs one (it serves reclaimed and explicitly started entries; a read starts
+// its own). Complete runs two (completeFlights): a worker's slots wait on their
+// completion for their next entry (CompleteNext), so with one flush Redis
+// idled while the worker handled the last batch's entries; with two, Redis
+// works on one batch while the worker runs the other's tasks, at the same
+// Redis CPU per task (docs/benchmarks.md, "Packed replies, two completions
+// in flight").
 const (
-	maxBatch   = 128
-	maxFlights = 1
+	maxBatch        = 128
+	submitFlights   = 1
+	startFlights    = 1
+	completeFlights = 2
 )
 
 // batchCall is one caller's item.
@@ -58,15 +68,16 @@ type batchCall[Req, Res any] struct {
 // requests in arrival order and returns one result and error per request, or a
 // single error (a failed script or connection) that every caller gets.
 type batcher[Req, Res any] struct {
-	run func(ctx context.Context, reqs []Req) ([]Res, []error, error)
+	run        func(ctx context.Context, reqs []Req) ([]Res, []error, error)
+	maxFlights int // flushes at a time
 
 	mu      sync.Mutex
 	waiting []*batchCall[Req, Res]
 	flights int
 }
 
-func newBatcher[Req, Res any](run func(context.Context, []Req) ([]Res, []error, error)) *batcher[Req, Res] {
-	return &batcher[Req, Res]{run: run}
+func newBatcher[Req, Res any](flights int, run func(context.Context, []Req) ([]Res, []error, error)) *batcher[Req, Res] {
+	return &batcher[Req, Res]{run: run, maxFlights: flights}
 }
 
 // do queues req and waits for its result. When ctx ends before a flusher took
@@ -81,7 +92,7 @@ func (bt *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	c := &batchCall[Req, Res]{ctx: ctx, req: req, done: make(chan struct{})}
 	bt.mu.Lock()
 	bt.waiting = append(bt.waiting, c)
-	if bt.flights < maxFlights {
+	if bt.flights < bt.maxFlights {
 		bt.flights++
 		go bt.flush()
 	}
@@ -173,13 +184,13 @@ func (b *Broker) batchers(q QueueRef) *queueBatchers {
 		return v.(*queueBatchers)
 	}
 	qb := &queueBatchers{
-		submit: newBatcher(func(ctx context.Context, items []submitItem) ([]SubmitResult, []error, error) {
+		submit: newBatcher(submitFlights, func(ctx context.Context, items []submitItem) ([]SubmitResult, []error, error) {
 			return b.submitBatch(ctx, q, items)
 		}),
-		start: newBatcher(func(ctx context.Context, items []startItem) ([]StartResult, []error, error) {
+		start: newBatcher(startFlights, func(ctx context.Context, items []startItem) ([]StartResult, []error, error) {
 			return b.startBatch(ctx, q, items)
 		}),
-		complete: newBatcher(func(ctx context.Context, items []completeItem) ([]completed, []error, error) {
+		complete: newBatcher(completeFlights, func(ctx context.Context, items []completeItem) ([]completed, []error, error) {
 			return b.completeBatch(ctx, q, items)
 		}),
 	}

@@ -248,7 +248,7 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 	boom := errors.New("boom")
 	release := make(chan struct{})
 	var calls atomic.Int32
-	bt := newBatcher(func(ctx context.Context, reqs []int) ([]int, []error, error) {
+	bt := newBatcher(1, func(ctx context.Context, reqs []int) ([]int, []error, error) {
 		if calls.Add(1) == 1 {
 			<-release
 			return []int{reqs[0]}, nil, nil
@@ -280,7 +280,7 @@ func TestBatchCallerCancellation(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var batches [][]int
-	bt := newBatcher(func(ctx context.Context, reqs []int) ([]int, []error, error) {
+	bt := newBatcher(1, func(ctx context.Context, reqs []int) ([]int, []error, error) {
 		mu.Lock()
 		batches = append(batches, append([]int(nil), reqs...))
 		first := len(batches) == 1
@@ -466,5 +466,46 @@ func TestSharedScripterPipelinesOnlyConcurrentCalls(t *testing.T) {
 	s.inFlight.Add(-2)
 	if got := s.pick(); got != redis.Scripter(rdb) {
 		t.Fatalf("after both ended, a lone call runs on %T, want the client", got)
+	}
+}
+
+// A batcher runs at most its number of flushes at a time: with two, a second
+// batch runs while the first is in Redis, and callers beyond wait for one to
+// end and go in the next batch together.
+func TestBatcherFlights(t *testing.T) {
+	release := make(chan struct{})
+	var running, most, calls atomic.Int32
+	bt := newBatcher(2, func(ctx context.Context, reqs []int) ([]int, []error, error) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if calls.Add(1) <= 2 {
+			<-release
+		}
+		running.Add(-1)
+		return reqs, nil, nil
+	})
+	var wg sync.WaitGroup
+	do := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := bt.do(ctx, i); err != nil || r != i {
+				t.Errorf("do(%d) = %d, %v", i, r, err)
+			}
+		}()
+	}
+	do(0)
+	waitFor(t, func() bool { return calls.Load() == 1 })
+	do(1)
+	waitFor(t, func() bool { return calls.Load() == 2 })
+	for i := 2; i < 12; i++ {
+		do(i)
+	}
+	waitFor(t, func() bool { bt.mu.Lock(); defer bt.mu.Unlock(); return len(bt.waiting) == 10 })
+	close(release)
+	wg.Wait()
+	if m, n := most.Load(), calls.Load(); m != 2 || n > 4 {
+		t.Fatalf("%d flushes at a time in %d calls, want 2 at most, and the ten waiting callers in at most two more", m, n)
 	}
 }
