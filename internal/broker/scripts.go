@@ -189,18 +189,20 @@ local function exhaust(id, attempt, ikey, lasterr, class, now, nowtxt)
   count("finished:" .. state)
   return state
 end
+-- read_task reads a task hash into a table of its fields.
+local function read_task(tk)
+  local flat, h = redis.call("HGETALL", tk), {}
+  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  return h
+end
+
 -- start_done acknowledges and deletes a delivered entry start_entry does not
 -- run, and returns {reason, the task packed}: h as read, or read again when
 -- the task hash changed since (wrote).
 local function start_done(reason, tk, h, wrote, stream, msgid)
   redis.call("XACK", stream, GROUP, msgid)
   redis.call("XDEL", stream, msgid)
-  if wrote then
-    local flat = redis.call("HGETALL", tk)
-    h = {}
-    for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
-  end
-  return {reason, pack_task(h)}
+  return {reason, pack_task(wrote and read_task(tk) or h)}
 end
 
 -- start_entry decides whether a delivered entry runs (original section 5,
@@ -214,11 +216,9 @@ end
 -- worker (a client retry after a lost reply) answers "run" again and writes
 -- nothing.
 local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, nowtxt)
-  -- One HGETALL serves both the checks and the reply (the start's writes
+  -- One read serves both the checks and the reply (the start's writes
   -- applied to h): a second read after the write would cost a call per task.
-  local flat = redis.call("HGETALL", tk)
-  local h = {}
-  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  local h = read_task(tk)
   local id, state, attempt, maxAttempts = task_id(tk), h.state, tonumber(h.attempt), tonumber(h.max_attempts)
   if reclaimed == "1" then count("redeliveries") end
   if not state then return start_done("missing", tk, h, false, stream, msgid) end
