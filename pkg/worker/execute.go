@@ -56,9 +56,9 @@ func (s *Server) process(e *execution) *execution {
 
 	tm := s.metricsOf(ti.Type)
 	if !ti.AvailableAt.IsZero() {
-		tm.wait.Observe(max(0, startedAt.Sub(ti.AvailableAt).Seconds()))
+		tm.wait.get().Observe(max(0, startedAt.Sub(ti.AvailableAt).Seconds()))
 	}
-	tm.started.Inc()
+	tm.started.get().Inc()
 	s.busy.Inc()
 	out := execute(ctx, s.h, task, timeout, s.log)
 	s.mu.Lock()
@@ -66,7 +66,7 @@ func (s *Server) process(e *execution) *execution {
 	e.stopProgress()
 	s.mu.Unlock()
 	s.busy.Dec()
-	tm.execution.Observe(time.Since(startedAt).Seconds())
+	tm.execution.get().Observe(time.Since(startedAt).Seconds())
 
 	if out.HandBack && !s.draining() {
 		out = Outcome{Err: errors.New("the handler handed the task back while its worker was not draining"), Class: ClassRetryable, Retryable: true}
@@ -76,7 +76,7 @@ func (s *Server) process(e *execution) *execution {
 		return nil
 	}
 	if out.Err != nil && !out.Cancelled {
-		tm.failed.Inc()
+		tm.failed.get().Inc()
 	}
 	return s.record(spanCtx, span, e, ti, tm, out)
 }
@@ -187,18 +187,18 @@ func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, 
 		return next
 	}
 	if !ti.AvailableAt.IsZero() {
-		tm.latency.Observe(max(0, time.Since(ti.AvailableAt).Seconds()))
+		tm.latency.get().Observe(max(0, time.Since(ti.AvailableAt).Seconds()))
 	}
 	switch state {
 	case broker.StateSucceeded:
-		tm.succeeded.Inc()
+		tm.succeeded.get().Inc()
 	case broker.StateRetrying:
-		tm.retried.Inc()
+		tm.retried.get().Inc()
 		s.pokeScheduler()
 	case broker.StateDeadLettered:
-		tm.deadLettered.Inc()
+		tm.deadLettered.get().Inc()
 	case broker.StateCancelled:
-		tm.cancelled.Inc()
+		tm.cancelled.get().Inc()
 	}
 	if out.Err != nil {
 		s.logFor(e).Info("Task attempt failed", "task_type", ti.Type, "class", out.Class,

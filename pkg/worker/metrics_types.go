@@ -62,14 +62,28 @@ func (l *typeLabels) of(taskType string) string {
 }
 
 // typeMetrics is the metric handles of one task_type label value of the
-// server's queue.
+// server's queue. Each is looked up on its first use, so a series appears
+// only once something happened to it (no zero-valued series of outcomes a
+// task type never had).
 type typeMetrics struct {
-	started, succeeded, failed, retried, deadLettered, cancelled prometheus.Counter
-	execution, wait, latency                                     prometheus.Observer
+	started, succeeded, failed, retried, deadLettered, cancelled lazy[prometheus.Counter]
+	execution, wait, latency                                     lazy[prometheus.Observer]
 }
 
-// metricsOf returns the metric handles of taskType's label value, looked up
-// once per value (WithLabelValues hashes and validates its values on each
+// lazy is a metric handle made on first use.
+type lazy[T any] struct {
+	once sync.Once
+	make func() T
+	v    T
+}
+
+func (l *lazy[T]) get() T {
+	l.once.Do(func() { l.v = l.make() })
+	return l.v
+}
+
+// metricsOf returns the metric handles of taskType's label value, each looked
+// up once per value (WithLabelValues hashes and validates its values on each
 // call); the values are bounded (typeLabels), so are the handles kept.
 func (s *Server) metricsOf(taskType string) *typeMetrics {
 	label := s.types.of(taskType)
@@ -77,12 +91,18 @@ func (s *Server) metricsOf(taskType string) *typeMetrics {
 		return tm.(*typeMetrics)
 	}
 	lbl := []string{s.q.Namespace, s.q.Name, label}
-	tm, _ := s.byType.LoadOrStore(label, &typeMetrics{
-		started: s.m.started.WithLabelValues(lbl...), succeeded: s.m.succeeded.WithLabelValues(lbl...),
-		failed: s.m.failed.WithLabelValues(lbl...), retried: s.m.retried.WithLabelValues(lbl...),
-		deadLettered: s.m.deadLettered.WithLabelValues(lbl...), cancelled: s.m.cancelled.WithLabelValues(lbl...),
-		execution: s.m.execution.WithLabelValues(lbl...), wait: s.m.wait.WithLabelValues(lbl...),
-		latency: s.m.latency.WithLabelValues(lbl...),
-	})
-	return tm.(*typeMetrics)
+	tm := &typeMetrics{}
+	for l, vec := range map[*lazy[prometheus.Counter]]*prometheus.CounterVec{
+		&tm.started: s.m.started, &tm.succeeded: s.m.succeeded, &tm.failed: s.m.failed,
+		&tm.retried: s.m.retried, &tm.deadLettered: s.m.deadLettered, &tm.cancelled: s.m.cancelled,
+	} {
+		l.make = func() prometheus.Counter { return vec.WithLabelValues(lbl...) }
+	}
+	for l, vec := range map[*lazy[prometheus.Observer]]*prometheus.HistogramVec{
+		&tm.execution: s.m.execution, &tm.wait: s.m.wait, &tm.latency: s.m.latency,
+	} {
+		l.make = func() prometheus.Observer { return vec.WithLabelValues(lbl...) }
+	}
+	v, _ := s.byType.LoadOrStore(label, tm)
+	return v.(*typeMetrics)
 }

@@ -343,6 +343,12 @@ func TestMetricsNoIDsInLabels(t *testing.T) {
 	if strings.Contains(body, id) || strings.Contains(body, "payload-value") {
 		t.Fatal("metrics contain a task id or payload")
 	}
+	// Only what happened has a series: no zero-valued outcome the task never had.
+	for _, none := range []string{"failed", "retried", "dead_lettered", "cancelled"} {
+		if s := "dtq_worker_tasks_" + none + "_total{"; strings.Contains(body, s) {
+			t.Errorf("metrics have a %s series for a task that succeeded", s)
+		}
+	}
 }
 
 func scrape(t *testing.T, h *workertest.Harness) string {
