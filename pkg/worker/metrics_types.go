@@ -82,6 +82,11 @@ func (l *lazy[T]) get() T {
 	return l.v
 }
 
+// bind is withLabelValues of lbl, called later.
+func bind[T any](withLabelValues func(...string) T, lbl []string) func() T {
+	return func() T { return withLabelValues(lbl...) }
+}
+
 // metricsOf returns the metric handles of taskType's label value, each looked
 // up once per value (WithLabelValues hashes and validates its values on each
 // call); the values are bounded (typeLabels), so are the handles kept.
@@ -92,17 +97,15 @@ func (s *Server) metricsOf(taskType string) *typeMetrics {
 	}
 	lbl := []string{s.q.Namespace, s.q.Name, label}
 	tm := &typeMetrics{}
-	for l, vec := range map[*lazy[prometheus.Counter]]*prometheus.CounterVec{
-		&tm.started: s.m.started, &tm.succeeded: s.m.succeeded, &tm.failed: s.m.failed,
-		&tm.retried: s.m.retried, &tm.deadLettered: s.m.deadLettered, &tm.cancelled: s.m.cancelled,
-	} {
-		l.make = func() prometheus.Counter { return vec.WithLabelValues(lbl...) }
-	}
-	for l, vec := range map[*lazy[prometheus.Observer]]*prometheus.HistogramVec{
-		&tm.execution: s.m.execution, &tm.wait: s.m.wait, &tm.latency: s.m.latency,
-	} {
-		l.make = func() prometheus.Observer { return vec.WithLabelValues(lbl...) }
-	}
+	tm.started.make = bind(s.m.started.WithLabelValues, lbl)
+	tm.succeeded.make = bind(s.m.succeeded.WithLabelValues, lbl)
+	tm.failed.make = bind(s.m.failed.WithLabelValues, lbl)
+	tm.retried.make = bind(s.m.retried.WithLabelValues, lbl)
+	tm.deadLettered.make = bind(s.m.deadLettered.WithLabelValues, lbl)
+	tm.cancelled.make = bind(s.m.cancelled.WithLabelValues, lbl)
+	tm.execution.make = bind(s.m.execution.WithLabelValues, lbl)
+	tm.wait.make = bind(s.m.wait.WithLabelValues, lbl)
+	tm.latency.make = bind(s.m.latency.WithLabelValues, lbl)
 	v, _ := s.byType.LoadOrStore(label, tm)
 	return v.(*typeMetrics)
 }
