@@ -402,23 +402,20 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 	keys = append(keys, k.config(), k.schedule())
 	args := make([]any, 0, 3+completeItemArgs*len(items))
 	args = append(args, k.prefix, now, nowtxt)
-	// The items are packed into one buffer, each argument a slice of it.
+	// The items are packed into one buffer, each argument a slice of it
+	// capped at its end, so later items never write into it (when the buffer
+	// grows, earlier slices keep the old array).
 	buf := make([]byte, 0, 128*len(items))
-	ends := make([]int, len(items))
 	consumer, workerID, wants := "", "", 0
-	for i, it := range items {
+	for _, it := range items {
 		keys = append(keys, k.task(it.x.TaskID), k.stream(it.x.Band))
+		start := len(buf)
 		buf = packCompleteItem(buf, it)
-		ends[i] = len(buf)
+		args = append(args, buf[start:len(buf):len(buf)])
 		if it.next != "" && (consumer == "" || it.next == consumer) {
 			consumer, workerID = it.next, it.x.WorkerID
 			wants++
 		}
-	}
-	start := 0
-	for _, end := range ends {
-		args = append(args, buf[start:end:end])
-		start = end
 	}
 	sc, err := b.writer(ctx, q)
 	if err != nil {

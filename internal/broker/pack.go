@@ -65,7 +65,7 @@ func unpack(s string, out []string) bool {
 		if len(s) < 4 {
 			return false
 		}
-		n := uint64(s[0])<<24 | uint64(s[1])<<16 | uint64(s[2])<<8 | uint64(s[3])
+		n := uint64(binary.BigEndian.Uint32([]byte(s[:4])))
 		if uint64(len(s)-4) < n {
 			return false
 		}
