@@ -41,7 +41,7 @@ func (a *apiProcess) url() string { return "http://127.0.0.1:" + strconv.Itoa(a.
 // to the same URL) and waits until /readyz answers 200.
 func (a *apiProcess) start(ctx context.Context) error {
 	if a.port == 0 {
-		p, err := freePort()
+		p, err := FreePort()
 		if err != nil {
 			return err
 		}

@@ -455,7 +455,7 @@ func (k *kubelet) startWorker(p *pod, c *corev1.Container, ports *podPorts, logP
 	if err != nil {
 		return nil, "", err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, "", err
 	}
@@ -531,11 +531,11 @@ func (k *kubelet) startApp(p *pod, c *corev1.Container, ports *podPorts, logPath
 type podPorts struct{ app, api int }
 
 func newPodPorts() (*podPorts, error) {
-	app, err := freePort()
+	app, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	api, err := freePort()
+	api, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

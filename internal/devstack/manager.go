@@ -81,7 +81,7 @@ func (m *managerProcess) args() ([]string, error) {
 func (m *managerProcess) start(ctx context.Context) error {
 	for _, port := range []*int{&m.probePort, &m.metricsPort} {
 		if *port == 0 {
-			p, err := freePort()
+			p, err := FreePort()
 			if err != nil {
 				return err
 			}

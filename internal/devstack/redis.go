@@ -144,7 +144,7 @@ func (r *redisServer) start(ctx context.Context) error {
 	var lastErr error
 	for range 5 {
 		if pick {
-			p, err := freePort()
+			p, err := FreePort()
 			if err != nil {
 				return err
 			}
