@@ -38,7 +38,7 @@ import (
 
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/delivery"
-	"github.com/dtq-dev/dtq/internal/devstack"
+	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/worker"
 	"github.com/dtq-dev/dtq/pkg/worker/workertest"
@@ -61,7 +61,7 @@ type pod struct {
 }
 
 func freePort(t *testing.T) int {
-	p, err := devstack.FreePort()
+	p, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

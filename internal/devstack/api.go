@@ -23,6 +23,8 @@ import (
 	"os/exec"
 	"strconv"
 	"time"
+
+	"github.com/dtq-dev/dtq/internal/loopback"
 )
 
 // apiProcess is bin/api run as a child process on a loopback port, with
@@ -41,7 +43,7 @@ func (a *apiProcess) url() string { return "http://127.0.0.1:" + strconv.Itoa(a.
 // to the same URL) and waits until /readyz answers 200.
 func (a *apiProcess) start(ctx context.Context) error {
 	if a.port == 0 {
-		p, err := FreePort()
+		p, err := loopback.FreePort()
 		if err != nil {
 			return err
 		}

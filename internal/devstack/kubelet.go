@@ -51,6 +51,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/wait"
 )
 
@@ -455,7 +456,7 @@ func (k *kubelet) startWorker(p *pod, c *corev1.Container, ports *podPorts, logP
 	if err != nil {
 		return nil, "", err
 	}
-	port, err := FreePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
@@ -531,11 +532,11 @@ func (k *kubelet) startApp(p *pod, c *corev1.Container, ports *podPorts, logPath
 type podPorts struct{ app, api int }
 
 func newPodPorts() (*podPorts, error) {
-	app, err := FreePort()
+	app, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	api, err := FreePort()
+	api, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,8 @@ import (
 	"os/exec"
 	"strconv"
 	"time"
+
+	"github.com/dtq-dev/dtq/internal/loopback"
 )
 
 // managerProcess is bin/manager run as a child process against the local
@@ -81,7 +83,7 @@ func (m *managerProcess) args() ([]string, error) {
 func (m *managerProcess) start(ctx context.Context) error {
 	for _, port := range []*int{&m.probePort, &m.metricsPort} {
 		if *port == 0 {
-			p, err := FreePort()
+			p, err := loopback.FreePort()
 			if err != nil {
 				return err
 			}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/rediscluster"
 )
 
@@ -144,7 +145,7 @@ func (r *redisServer) start(ctx context.Context) error {
 	var lastErr error
 	for range 5 {
 		if pick {
-			p, err := FreePort()
+			p, err := loopback.FreePort()
 			if err != nil {
 				return err
 			}

@@ -18,7 +18,7 @@ package redisconn_test
 
 import (
 	"context"
-	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
@@ -62,12 +63,11 @@ func TestInstrument(t *testing.T) {
 	rdb.Get(gone, "s") // cancelled by the caller: not an error
 
 	// A server that is not there: network.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close() // a port nothing listens on
+	addr := "127.0.0.1:" + strconv.Itoa(port) // a port nothing listens on
 	down := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer down.Close()
 	downReg := prometheus.NewRegistry()

@@ -19,11 +19,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/internal/loopback"
 )
 
 // server is a private redis-server (no persistence) on a free loopback port.
@@ -39,12 +40,10 @@ func startRedis() (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not found: run `make redis` (installs it with apt) or install Redis 7")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := cmd.Start(); err != nil {
 		return nil, err

@@ -19,11 +19,11 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dtq-dev/dtq/internal/devstack"
+	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
@@ -173,10 +174,9 @@ func TestAPITokenAudiencesOptOut(t *testing.T) {
 	expect(t, "a token for the API server at the default API", call(t, kubeTok, "POST", path, `{"task_type":"echo"}`),
 		http.StatusUnauthorized, dtqclient.CodeUnauthorized)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	must(t, err)
-	addr := ln.Addr().String()
-	must(t, ln.Close())
+	addr := "127.0.0.1:" + strconv.Itoa(port)
 	var log testutil.SyncBuffer
 	api := exec.CommandContext(t.Context(), filepath.Join(binDir, "api"), "--bind-address="+addr, "--redis-url="+single.stack.RedisURL(),
 		"--kubeconfig="+filepath.Join(single.stack.Dir, "admin.kubeconfig"), "--token-audiences=")

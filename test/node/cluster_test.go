@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtq-dev/dtq/internal/devstack"
+	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 )
@@ -575,7 +576,7 @@ func removeBridge() {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	p, err := devstack.FreePort()
+	p, err := loopback.FreePort()
 	must(t, err)
 	return strconv.Itoa(p)
 }

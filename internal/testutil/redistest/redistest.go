@@ -24,7 +24,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +36,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/rediscluster"
 	"github.com/dtq-dev/dtq/internal/testutil"
 )
@@ -157,12 +157,11 @@ func startProcess(t testing.TB, lead, extra []string, ca *TLS) (*Server, string)
 func launch(bin string, lead, extra []string, ca *TLS) (*Server, chan struct{}, string, error) {
 	var lastErr string
 	for range 5 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := loopback.FreePort()
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("find a free port: %w", err)
+			return nil, nil, "", err
 		}
-		port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		_ = l.Close()
+		port := strconv.Itoa(p)
 		args := append([]string(nil), lead...)
 		var tlsCfg *tls.Config
 		if ca != nil {

@@ -20,8 +20,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/worker"
@@ -86,12 +87,11 @@ func TestKubernetesGuardsMetricsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
 	srv, err := worker.NewServer(worker.Config{
 		Redis: redistest.Start(t).Client(), Namespace: "ns", Queue: "q", MetricsAddr: addr, MetricsMiddleware: mw,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package devstack_test
+package loopback_test
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/dtq-dev/dtq/internal/devstack"
+	"github.com/dtq-dev/dtq/internal/loopback"
 )
 
 // FreePort's ports are bindable, never handed out twice, and outside the
@@ -43,7 +43,7 @@ func TestFreePortAvoidsEphemeralRange(t *testing.T) {
 	}
 	seen := map[int]bool{}
 	for range 200 {
-		p, err := devstack.FreePort()
+		p, err := loopback.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
