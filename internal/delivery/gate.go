@@ -21,6 +21,7 @@ package delivery
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -123,7 +124,8 @@ func (g *gate) run(ctx context.Context) {
 }
 
 // probe is the app's readiness: its probe URL answering 2xx or 3xx (as the
-// kubelet counts it), else a TCP connect to the handler's port.
+// kubelet counts it), on one kept-alive connection, else a TCP connect to the
+// handler's port.
 func (g *gate) probe(ctx context.Context) bool {
 	if g.cfg.ReadyURL != "" {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.cfg.ReadyURL, nil)
@@ -134,6 +136,11 @@ func (g *gate) probe(ctx context.Context) bool {
 		if err != nil {
 			return false
 		}
+		// Read the body (as the kubelet does, up to 10 KiB), so the
+		// connection is kept for the next probe: closing it unread resets it
+		// under the app, which logs the reset (Python's http.server prints a
+		// traceback), and every probe would open a new connection.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
 		_ = resp.Body.Close()
 		return resp.StatusCode >= 200 && resp.StatusCode < 400
 	}
