@@ -104,7 +104,7 @@ func BenchmarkManyQueues(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rdb.Close()
-	probe, err := freeAddr()
+	probe, err := loopback.FreeAddr()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -228,11 +228,6 @@ func BenchmarkManyQueues(b *testing.B) {
 	fmt.Printf("| /readyz latency (%d probes, %d failed or not 200 within 10 s): p50 / p99 / max | %s |\n", len(rz.latencies), rz.failed, percentiles(rz.latencies))
 	fmt.Printf("| Redis connections of the manager: max / at the end | %d / %d |\n", maxConns, lastConns)
 	fmt.Printf("| Redis commands/s with the Queues idle | %.0f |\n", idleRate)
-}
-
-func freeAddr() (string, error) {
-	port, err := loopback.FreePort()
-	return "127.0.0.1:" + strconv.Itoa(port), err
 }
 
 // waitQueues waits until n Queues of ns satisfy ok or timeout passes, and

@@ -184,11 +184,11 @@ func startSidecar(t *testing.T, handlerURL string, o workertest.Options) *sideca
 }
 
 func freeAddr(t *testing.T) string {
-	port, err := loopback.FreePort()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "127.0.0.1:" + strconv.Itoa(port)
+	return addr
 }
 
 func (s *sidecar) submit(t *testing.T, payload any, so workertest.SubmitOptions) string {

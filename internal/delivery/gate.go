@@ -124,8 +124,8 @@ func (g *gate) run(ctx context.Context) {
 }
 
 // probe is the app's readiness: its probe URL answering 2xx or 3xx (as the
-// kubelet counts it), on one kept-alive connection, else a TCP connect to the
-// handler's port.
+// kubelet counts it), with the answer read so that the connection can be kept
+// for the next probe, else a TCP connect to the handler's port.
 func (g *gate) probe(ctx context.Context) bool {
 	if g.cfg.ReadyURL != "" {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.cfg.ReadyURL, nil)

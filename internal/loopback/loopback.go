@@ -37,34 +37,50 @@ import (
 func FreePort() (int, error) {
 	portsMu.Lock()
 	defer portsMu.Unlock()
-	lo, hi := portPool()
-	for range 200 {
-		p := 0
-		if hi > lo {
-			p = lo + rand.IntN(hi-lo)
-			if portsGiven[p] {
-				continue
-			}
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	lo, hi := pool()
+	if lo == hi {
+		p, err := bindable(0)
 		if err != nil {
-			if p == 0 {
-				return 0, fmt.Errorf("find a free loopback port: %w", err)
-			}
-			continue
+			return 0, fmt.Errorf("find a free loopback port: %w", err)
 		}
-		p = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
 		portsGiven[p] = true
 		return p, nil
 	}
+	for range 200 {
+		p := lo + rand.IntN(hi-lo)
+		if portsGiven[p] {
+			continue
+		}
+		if _, err := bindable(p); err == nil {
+			portsGiven[p] = true
+			return p, nil
+		}
+	}
 	return 0, fmt.Errorf("find a free loopback port: none free in %d-%d", lo, hi-1)
+}
+
+// FreeAddr is FreePort as an address, 127.0.0.1:<port>.
+func FreeAddr() (string, error) {
+	p, err := FreePort()
+	return "127.0.0.1:" + strconv.Itoa(p), err
 }
 
 var (
 	portsMu    sync.Mutex
 	portsGiven = map[int]bool{}
+	pool       = sync.OnceValues(portPool)
 )
+
+// bindable binds port p on 127.0.0.1 (0: one the kernel chooses), closes it
+// again and returns the port.
+func bindable(p int) (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
 
 // portPool is the range [lo, hi) FreePort draws from: the ports from 10000 up
 // to the ephemeral range, else those above it, else none (lo == hi), when

@@ -18,7 +18,6 @@ package redisconn_test
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -63,11 +62,10 @@ func TestInstrument(t *testing.T) {
 	rdb.Get(gone, "s") // cancelled by the caller: not an error
 
 	// A server that is not there: network.
-	port, err := loopback.FreePort()
+	addr, err := loopback.FreeAddr() // a port nothing listens on
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port) // a port nothing listens on
 	down := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer down.Close()
 	downReg := prometheus.NewRegistry()

@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,9 +173,8 @@ func TestAPITokenAudiencesOptOut(t *testing.T) {
 	expect(t, "a token for the API server at the default API", call(t, kubeTok, "POST", path, `{"task_type":"echo"}`),
 		http.StatusUnauthorized, dtqclient.CodeUnauthorized)
 
-	port, err := loopback.FreePort()
+	addr, err := loopback.FreeAddr()
 	must(t, err)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
 	var log testutil.SyncBuffer
 	api := exec.CommandContext(t.Context(), filepath.Join(binDir, "api"), "--bind-address="+addr, "--redis-url="+single.stack.RedisURL(),
 		"--kubeconfig="+filepath.Join(single.stack.Dir, "admin.kubeconfig"), "--token-audiences=")

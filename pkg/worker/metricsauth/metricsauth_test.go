@@ -21,7 +21,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,11 +86,10 @@ func TestKubernetesGuardsMetricsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := loopback.FreePort()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
 	srv, err := worker.NewServer(worker.Config{
 		Redis: redistest.Start(t).Client(), Namespace: "ns", Queue: "q", MetricsAddr: addr, MetricsMiddleware: mw,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
