@@ -213,7 +213,8 @@ end
 -- {reason, the task packed}, the entry then being acknowledged and deleted;
 -- reason is one of missing, terminal, retrying, cancelled, expired,
 -- duplicate, exhausted. Starting the same delivery again with the same
--- worker (a client retry after a lost reply) answers "run" again and writes
+-- worker (a client retry after a lost reply; for a reclaimed delivery only
+-- at the same now: the same call sent twice) answers "run" again and writes
 -- nothing.
 local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, nowtxt)
   -- One read serves both the checks and the reply (the start's writes
@@ -242,8 +243,10 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
     elseif entryAttempt > attempt then attempt = entryAttempt end
   elseif state == "Running" then
     -- The same worker starting the same entry again is a client retry whose
-    -- first reply was lost: answer the same, write nothing.
-    if reclaimed ~= "1" and msgid == h.msg and worker == h.worker_id then
+    -- first reply was lost: answer the same, write nothing. A reclaimed
+    -- entry is such a retry only at the same now (the same call sent twice):
+    -- a worker may reclaim its own entry later, which is a crash redelivery.
+    if msgid == h.msg and worker == h.worker_id and (reclaimed ~= "1" or h.started_at == now) then
       return {"run", pack_task(h)}
     end
     -- Only a reclaimed copy of the very entry that is running is a crash
@@ -382,7 +385,7 @@ func batchBody(width int, body string) string {
 // timeout        -> timeout ms ("0": the queue's default)
 // notBefore      -> not-before, Unix ms ("0": now)
 // expires        -> expires-at, Unix ms ("0": never)
-// chosen         -> "1": the caller chose the ID (so it may exist already); "0": fresh random
+// chosen         -> "1": the caller chose the ID (so it may exist already); "0": fresh random (so it exists only when this call is sent twice)
 // fromCR         -> "1": a Task CR submits it (the hash gets from_cr, which the orphan sweep reads); else "0"
 // typ            -> task type
 // payload        -> payload JSON
@@ -399,8 +402,14 @@ func batchBody(width int, body string) string {
 //	{"dup", task id, HGETALL task, result|false}   same ID exists, or a replay of a completed/failed record
 //	{"busy", task id}                              record processing
 //	{"full", depth, limit}                         nothing written but the count
-//	{"new", state, max attempts, timeout ms}
+//	{"new", state, max attempts, timeout ms}       also to a second send of this call (see below)
 //	{"err", message}                               a Redis error in this item only
+//
+// Sent twice (go-redis re-sends a call whose reply it did not read: a read
+// timeout, a dropped connection), it writes nothing the second time: an
+// item with a random ID that exists (no key: the task hash; a key: its record
+// names the ID) is answered "new" with the state, max attempts and timeout
+// the first send gave it (TestScriptsSentTwice).
 //
 // It is the hot path. On Redis 7.0 a write from a script costs about 2 us on top
 // of the command (the first one about 5 us), reads far less, so it writes only
@@ -428,13 +437,24 @@ local now, nowms, nowtxt = ARGV[2], tonumber(ARGV[2]), ARGV[3]
 local depth -- read on first use, then counts the tasks this batch added
 local queued = {} -- IDs of the new tasks, for the batch's one TaskQueued event
 
+-- resent answers an item whose random ID exists already: only a second send
+-- of this very call writes it (go-redis re-sends a call whose reply it did
+-- not read), so it answers as the first send did and writes nothing, not even
+-- a count. A keyed item's record names its ID; an item without a key has the
+-- hash to look at.
+local function resent(tk, notBefore)
+  local h = redis.call("HMGET", tk, "max_attempts", "timeout_ms")
+  return {"new", tonumber(notBefore) > nowms and "Pending" or "Queued", h[1], h[2]}
+end
+
 local function submit(tk, rk, a)
   local item = unpack(ARGV, a, a + W - 1)
   local _, id, ikey, size, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, typ, payload, meta, trace =
     struct.unpack(ITEM, item)
   if tonumber(size) > maxPayload then return {"toolarge", cfg[2]}, "refused:PAYLOAD_TOO_LARGE" end
-  if chosen == "1" and redis.call("EXISTS", tk) == 1 then -- a retry with the same ID: not counted
-    return {"dup", id, redis.call("HGETALL", tk), redis.call("GET", k_result(id))}
+  if (chosen == "1" or ikey == "") and redis.call("EXISTS", tk) == 1 then
+    if chosen == "0" then return resent(tk, notBefore) end
+    return {"dup", id, redis.call("HGETALL", tk), redis.call("GET", k_result(id))} -- a retry with the same ID: not counted
   end
   -- Claim the key or read who holds it, in one call (SET NX GET, Redis 7.0).
   -- A claim this item does not keep (a refusal below) is deleted again
@@ -444,6 +464,9 @@ local function submit(tk, rk, a)
     cur = redis.call("SET", rk, record(id, "processing", nowtxt), "NX", "GET")
     if cur then
       local ok, rec = pcall(cjson.decode, cur)
+      if ok and type(rec) == "table" and rec.task_id == id and chosen == "0" and redis.call("EXISTS", tk) == 1 then
+        return resent(tk, notBefore)
+      end
       if ok and type(rec) == "table" and type(rec.task_id) == "string" and redis.call("EXISTS", k_task(rec.task_id)) == 1 then
         if rec.state == "processing" then return {"busy", rec.task_id}, "refused:IDEMPOTENCY_IN_PROGRESS" end
         return {"dup", rec.task_id, redis.call("HGETALL", k_task(rec.task_id)), redis.call("GET", k_result(rec.task_id))}, "duplicate"
@@ -832,14 +855,16 @@ return {"Queued"}
 // ARGV[6]        -> now, Unix ms
 //
 // Returns {"ok"} or {"stale", state} (state "" when the task is gone):
-// nothing written.
+// nothing written. Sent twice, it writes nothing the second time (the same
+// progress at the same now).
 var progressScript = script(`
 local tk = KEYS[1]
 local msgid, worker, runAttempt, progress, now = unpack(ARGV, 2, 6)
-local h = redis.call("HMGET", tk, "state", "msg", "worker_id", "attempt")
+local h = redis.call("HMGET", tk, "state", "msg", "worker_id", "attempt", "progress", "progress_at")
 if h[1] ~= "Running" or h[2] ~= msgid or h[3] ~= worker or h[4] ~= runAttempt then
   return {"stale", h[1] or ""}
 end
+if h[5] == progress and h[6] == now then return {"ok"} end -- this call sent twice
 redis.call("HSET", tk, "progress", progress, "progress_at", now)
 redis.call("XADD", K_EVENTS, "MAXLEN", "~", "` + eventsMaxLenText + `", "*",
   "type", "TaskProgress", "task", task_id(tk), "attempt", runAttempt, "at", now, "progress", progress)
@@ -900,14 +925,18 @@ return {moved, nxt[2] or ""}
 // ARGV[3]        -> now, Unix ms
 // ARGV[4]        -> now, RFC 3339
 //
-// Returns {"notfound"}, {"terminal", state} or {state after the call}.
+// Returns {"notfound"}, {"terminal", state} or {state after the call}. Sent
+// twice, it writes nothing the second time and answers as the first send
+// did (a task it cancelled has finished_at now).
 var cancelScript = script(`
 local tk, id, now = KEYS[1], ARGV[2], ARGV[3]
-local h = redis.call("HMGET", tk, "state", "attempt", "prio", "msg", "ikey")
+local h = redis.call("HMGET", tk, "state", "attempt", "prio", "msg", "ikey", "cancel_requested", "finished_at")
 local state = h[1]
 if not state then return {"notfound"} end
+if state == "Cancelled" and h[7] == now then return {"Cancelled"} end -- this call sent twice
 if TERMINAL[state] then return {"terminal", state} end
 if state == "Running" then
+  if h[6] == "1" then return {"Running"} end -- requested already: no second event
   redis.call("HSET", tk, "cancel_requested", 1)
   event("TaskCancelRequested", id, h[2], now)
   return {"Running"}
