@@ -29,7 +29,7 @@ import (
 // the writes the promoted replica had not received, even those already
 // answered. A queue whose config sets ReplicaAcks (the Queue's
 // spec.durability) runs its Submit and Complete batch scripts followed by
-// WAIT in the same round trip (replicaAck), so each returns only once that
+// WAIT on the same connection (replicaAck), so each returns only once that
 // many replicas have its writes, or fails with ErrNotReplicated after
 // ReplicaAckTimeout. Such a write is on the master and survives a failover
 // only if it reached the promoted replica after all: the caller retries it
@@ -73,8 +73,8 @@ func (b *Broker) writer(ctx context.Context, q QueueRef) (redis.Scripter, error)
 	return s.sc, nil
 }
 
-// replicaAck is a redis.Scripter that follows each script call with WAIT in
-// one pipeline on the node that runs it.
+// replicaAck is a redis.Scripter that follows each script call with WAIT on
+// the same connection of the node that runs it.
 type replicaAck struct {
 	rdb     redis.UniversalClient
 	n       int
@@ -82,11 +82,11 @@ type replicaAck struct {
 }
 
 func (r *replicaAck) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return r.run(ctx, keys, func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, sha1, keys, args...) })
+	return r.run(ctx, keys, func(c *redis.Conn) *redis.Cmd { return c.EvalSha(ctx, sha1, keys, args...) })
 }
 
 func (r *replicaAck) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return r.run(ctx, keys, func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, script, keys, args...) })
+	return r.run(ctx, keys, func(c *redis.Conn) *redis.Cmd { return c.Eval(ctx, script, keys, args...) })
 }
 
 // The read-only calls and script loading write nothing to wait for.
@@ -107,7 +107,7 @@ func (r *replicaAck) ScriptLoad(ctx context.Context, script string) *redis.Strin
 	return r.rdb.ScriptLoad(ctx, script)
 }
 
-// run pipelines call and WAIT on one connection: WAIT counts the replicas
+// run sends call and then WAIT on one connection: WAIT counts the replicas
 // that have every write of its connection so far. On a cluster that is a
 // connection to the master of the script's slot. A replay that writes nothing
 // (a submission's retry through another connection, finding the task the
@@ -115,32 +115,50 @@ func (r *replicaAck) ScriptLoad(ctx context.Context, script string) *redis.Strin
 // connection's write offset at every command that may write, a script call
 // or a SET NX that set nothing included (TestReplicaAckOfAReplay; with a
 // lagging replica, WAIT after no command at all would answer at once).
-func (r *replicaAck) run(ctx context.Context, keys []string, call func(redis.Pipeliner) *redis.Cmd) *redis.Cmd {
-	var node redis.Cmdable = r.rdb
-	if cc, ok := r.rdb.(*redis.ClusterClient); ok && len(keys) > 0 {
-		m, err := cc.MasterForKey(ctx, keys[0])
-		if err != nil {
-			cmd := redis.NewCmd(ctx)
-			cmd.SetErr(err)
-			return cmd
-		}
-		node = m
+//
+// The connection is a sticky one (Conn), so go-redis never sends either
+// command again on another connection: once a read failed, the connection
+// refuses every later command. WAIT goes on its own, not pipelined with the
+// call, because go-redis reads a pipeline under the client's ReadTimeout
+// (5 s by default) while the WAIT command gets a read timeout of its own
+// (its timeout plus 10 s) and is not re-sent when that passes; pipelined, a
+// timeout above the ReadTimeout failed the read and go-redis re-sent both
+// (TestReplicaAckLongerThanReadTimeout). This costs one round trip to the
+// master more than a pipeline.
+func (r *replicaAck) run(ctx context.Context, keys []string, call func(*redis.Conn) *redis.Cmd) *redis.Cmd {
+	node, err := r.node(ctx, keys)
+	if err != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(err)
+		return cmd
 	}
-	var cmd, wait *redis.Cmd
-	_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
-		cmd = call(p)
-		wait = p.Do(ctx, "WAIT", r.n, r.timeout.Milliseconds())
-		return nil
-	}) // each command carries its own error
-	if cmd.Err() == nil {
-		got, err := wait.Int64()
-		switch {
-		case err != nil:
-			cmd.SetErr(&Error{Code: CodeNotReplicated, Message: "the write is on the master; WAIT failed", Err: err})
-		case got < int64(r.n):
-			cmd.SetErr(&Error{Code: CodeNotReplicated,
-				Message: fmt.Sprintf("the write is on the master; %d of %d replicas acknowledged it within %v", got, r.n, r.timeout)})
-		}
+	cn := node.Conn()
+	defer cn.Close()
+	cmd := call(cn)
+	if cmd.Err() != nil {
+		return cmd
+	}
+	got, err := cn.Wait(ctx, r.n, r.timeout).Result()
+	switch {
+	case err != nil:
+		cmd.SetErr(&Error{Code: CodeNotReplicated, Message: "the write is on the master; WAIT failed", Err: err})
+	case got < int64(r.n):
+		cmd.SetErr(&Error{Code: CodeNotReplicated,
+			Message: fmt.Sprintf("the write is on the master; %d of %d replicas acknowledged it within %v", got, r.n, r.timeout)})
 	}
 	return cmd
+}
+
+// node returns the client of the node that runs a script on keys: on a
+// cluster, the master of keys[0]'s slot.
+func (r *replicaAck) node(ctx context.Context, keys []string) (*redis.Client, error) {
+	switch c := r.rdb.(type) {
+	case *redis.Client:
+		return c, nil
+	case *redis.ClusterClient:
+		if len(keys) > 0 {
+			return c.MasterForKey(ctx, keys[0])
+		}
+	}
+	return nil, fmt.Errorf("broker: replica acknowledgement on a %T", r.rdb)
 }

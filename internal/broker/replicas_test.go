@@ -17,8 +17,10 @@ limitations under the License.
 package broker
 
 import (
+	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,6 +180,72 @@ func TestReplicaAckOfAReplay(t *testing.T) {
 	}
 	if st, err := other.Complete(ctx, q, x, Outcome{}); err != nil || st != StateSucceeded {
 		t.Fatalf("replayed completion after the catch-up: %v %v, want the recorded Succeeded", st, err)
+	}
+}
+
+// A replicaAckTimeout longer than the client's ReadTimeout (the CRD allows
+// 30 s, go-redis reads under 5 s by default; here 3 s and 1 s) with the
+// replica stopped: the submission waits the whole timeout and fails with
+// ErrNotReplicated, and its task runs once. The executions are counted by
+// the test's own worker loop, which logs each task it runs. (Pipelined
+// with the script, WAIT was read under the ReadTimeout: go-redis re-sent
+// script and WAIT after each timed-out read, each re-send queued the task
+// again, and the caller got an i/o timeout.)
+func TestReplicaAckLongerThanReadTimeout(t *testing.T) {
+	t.Parallel()
+	s := redistest.StartSentinel(t, 1, 1)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Master.Addr, ReadTimeout: time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b := New(rdb)
+	q := QueueRef{Namespace: "ns", Name: "q"}
+	cfg := DefaultQueueConfig()
+	cfg.ReplicaAcks, cfg.ReplicaAckTimeout = 1, 3*time.Second
+	if err := b.EnsureQueue(ctx, q, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s.Replicas[0].Kill()
+
+	var mu sync.Mutex
+	var ran []string // the execution log: one task ID per execution
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { // a worker, on a client of its own with the default timeouts
+		defer close(done)
+		w := New(redis.NewClient(&redis.Options{Addr: s.Master.Addr}))
+		for wctx.Err() == nil {
+			ss, err := w.ReadStart(wctx, q, "w", "w", 1, 100*time.Millisecond)
+			if err != nil {
+				continue
+			}
+			for _, st := range ss {
+				if !st.Run {
+					continue
+				}
+				mu.Lock()
+				ran = append(ran, st.Task.ID)
+				mu.Unlock()
+				// NOT_REPLICATED after 3 s: the completion is on the master all the same.
+				_, _ = w.Complete(ctx, q, Execution{Delivery: st.Delivery, WorkerID: "w", Attempt: st.Task.Attempt}, Outcome{})
+			}
+		}
+	}()
+
+	start := time.Now()
+	_, err := b.Submit(ctx, q, SubmitRequest{Type: "t"})
+	took := time.Since(start)
+	time.Sleep(2 * time.Second) // a re-sent submission would queue the task again meanwhile
+	stop()
+	<-done
+	if !errors.Is(err, ErrNotReplicated) {
+		t.Errorf("submit with the replica stopped: %v after %v, want ErrNotReplicated", err, took)
+	}
+	if took < cfg.ReplicaAckTimeout {
+		t.Errorf("submit answered after %v, want the whole replicaAckTimeout (%v)", took, cfg.ReplicaAckTimeout)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ran) != 1 {
+		t.Errorf("the task ran %d times (%v), want once", len(ran), ran)
 	}
 }
 
