@@ -73,10 +73,13 @@ func WithLease(d time.Duration) OperationOption {
 // ARGV[2]  -> lease, ms
 // ARGV[3]  -> now, Unix ms
 //
-// Returns {"acquired"} | {"done", result} | {"running", pttl}.
+// Returns {"acquired"} | {"done", result} | {"running", pttl}. A record
+// running under the caller's own token is the caller's: the same call sent
+// twice (go-redis re-sends a call whose reply it did not read) or retried
+// after a lost reply, so it answers "acquired" again.
 var opAcquire = redis.NewScript(`
 local st = redis.call('HGET', KEYS[1], 'state')
-if not st then
+if not st or (st == 'running' and redis.call('HGET', KEYS[1], 'token') == ARGV[1]) then
   redis.call('HSET', KEYS[1], 'state', 'running', 'token', ARGV[1], 'at', ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {'acquired'}

@@ -188,3 +188,24 @@ func TestIdempotentOperationCrashedHolderBlocksOnlyTheLease(t *testing.T) {
 		t.Fatalf("waiter: %v", err)
 	}
 }
+
+// The acquire script sent twice (go-redis re-sends a call whose reply it did
+// not read) answers the caller's own lease as acquired: fn runs at once, not
+// after the lease of a holder that is the caller itself has run out.
+func TestIdempotentOperationAcquireSentTwice(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t).Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(redistest.SendTwice{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ran, r, err := worker.IdempotentOperation(ctx, rdb, "op:twice", time.Hour,
+		func(ctx context.Context) (receipt, error) { return receipt{Charge: 1}, nil }, worker.WithLease(time.Minute))
+	if err != nil || !ran || r.Charge != 1 {
+		t.Fatalf("acquire sent twice: ran %v result %+v err %v, want fn run at once", ran, r, err)
+	}
+	claim, err := worker.ClaimOperation(ctx, rdb, "op:claim", time.Minute)
+	if err != nil || claim.State != worker.OperationAcquired {
+		t.Fatalf("claim sent twice: %+v %v, want acquired", claim, err)
+	}
+}
