@@ -292,6 +292,36 @@ func TestScriptsSentTwice(t *testing.T) {
 		}
 		e.wantOnce(id, "TaskRetried", 1, 0)
 	})
+	t.Run("discard", func(t *testing.T) {
+		e := newEnv(t)
+		id := e.deadLetter()
+		// The second send finds no entry, nothing written.
+		if err := e.twice().Discard(ctx, e.q, id); err != nil && CodeOf(err) != CodeDLQEntryNotFound {
+			t.Fatalf("discard sent twice: %v", err)
+		}
+		if n, _ := e.rdb.XLen(ctx, keysFor(e.q).deadLetter()).Result(); n != 0 || e.task(id).State != StateDeadLettered {
+			t.Errorf("%d dead-letter entries, task %s; want none and DeadLettered", n, e.task(id).State)
+		}
+	})
+	t.Run("purge dead letters", func(t *testing.T) {
+		e := newEnv(t)
+		e.deadLetter()
+		if _, err := e.twice().PurgeDeadLetters(ctx, e.q); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := e.rdb.XLen(ctx, keysFor(e.q).deadLetter()).Result(); n != 0 {
+			t.Errorf("%d dead-letter entries, want none", n)
+		}
+	})
+	t.Run("remove consumer", func(t *testing.T) {
+		e := newEnv(t)
+		e.mustSubmit(SubmitRequest{})
+		x, _ := e.deliver("w")
+		e.complete(x, Outcome{})
+		if err := e.twice().RemoveConsumer(ctx, e.q, "w"); err != nil {
+			t.Fatalf("remove consumer sent twice: %v", err)
+		}
+	})
 	t.Run("pause", func(t *testing.T) {
 		e := newEnv(t)
 		if err := e.twice().Pause(ctx, e.q); err != nil {
