@@ -18,6 +18,7 @@ package broker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -97,6 +98,7 @@ func TestCompleteOfOlderAttemptBySameWorkerIsStale(t *testing.T) {
 	e := newEnv(t)
 	ti := e.mustSubmit(SubmitRequest{})
 	first, _ := e.deliver("w")
+	e.clock.Step(time.Minute) // a reclaim follows the visibility timeout
 	ds, err := e.b.Reclaim(ctx, e.q, "w", 0, 10)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("reclaim: %v %v", ds, err)

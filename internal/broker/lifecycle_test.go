@@ -131,6 +131,7 @@ func TestCrashLoopIsBoundedByMaxAttempts(t *testing.T) {
 	ti := e.mustSubmit(SubmitRequest{IdempotencyKey: "k", MaxAttempts: 3})
 	e.deliver("w0")
 	for i := 1; ; i++ {
+		e.clock.Step(time.Minute) // a reclaim follows the visibility timeout
 		ds, err := e.b.Reclaim(ctx, e.q, "w", 0, 10)
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("reclaim %d: %v %v", i, ds, err)
