@@ -18,6 +18,9 @@ package broker
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,6 +161,38 @@ func TestScriptsSentTwice(t *testing.T) {
 		}
 		if n, s := e.entries(), e.scheduled(); n != 2 || s != 1 {
 			t.Errorf("%d entries and %d scheduled, want 2 and 1", n, s)
+		}
+	})
+	t.Run("submit through the auto-pipeliner", func(t *testing.T) {
+		e := newEnv(t)
+		other := QueueRef{Namespace: "ns", Name: "other"}
+		if err := e.b.EnsureQueue(ctx, other, DefaultQueueConfig()); err != nil {
+			t.Fatal(err)
+		}
+		d := e.twice()
+		const n = 40
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*n)
+		for i := range 2 * n { // concurrent calls on two queues share pipelines
+			wg.Go(func() {
+				q := []QueueRef{e.q, other}[i%2]
+				if r, err := d.Submit(ctx, q, SubmitRequest{Type: "t", IdempotencyKey: strconv.Itoa(i)}); err != nil || r.Duplicate {
+					errs <- fmt.Errorf("submit %d: duplicate %v %w", i, r.Duplicate, err)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		for _, q := range []QueueRef{e.q, other} {
+			if m, err := e.b.QueueMetrics(ctx, q); err != nil || m.Counters.Accepted != n {
+				t.Errorf("%s accepted %d %v, want %d", q, m.Counters.Accepted, err, n)
+			}
+		}
+		if got := e.entries(); got != n {
+			t.Errorf("the streams of %s hold %d entries, want %d", e.q, got, n)
 		}
 	})
 	t.Run("submit with an ID", func(t *testing.T) {
