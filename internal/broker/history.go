@@ -99,7 +99,8 @@ func (b *Broker) RecordHistory(ctx context.Context, q QueueRef, keep int64, ttl 
 		args = append(args, historyFields[i], *v)
 	}
 	k := keysFor(q)
-	if err := appendHistoryScript.Run(ctx, b.rdb, []string{k.config(), k.history()}, args...).Err(); err != nil {
+	// A second send would append the sample twice.
+	if err := runOnce(ctx, b.rdb, appendHistoryScript, []string{k.config(), k.history()}, args...).Err(); err != nil {
 		return fmt.Errorf("broker: record history of %s: %w", q, err)
 	}
 	return nil

@@ -126,7 +126,7 @@ func (r *replicaAck) ScriptLoad(ctx context.Context, script string) *redis.Strin
 // (TestReplicaAckLongerThanReadTimeout). This costs one round trip to the
 // master more than a pipeline.
 func (r *replicaAck) run(ctx context.Context, keys []string, call func(*redis.Conn) *redis.Cmd) *redis.Cmd {
-	node, err := r.node(ctx, keys)
+	node, err := nodeOf(ctx, r.rdb, keys)
 	if err != nil {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(err)
@@ -147,18 +147,4 @@ func (r *replicaAck) run(ctx context.Context, keys []string, call func(*redis.Co
 			Message: fmt.Sprintf("the write is on the master; %d of %d replicas acknowledged it within %v", got, r.n, r.timeout)})
 	}
 	return cmd
-}
-
-// node returns the client of the node that runs a script on keys: on a
-// cluster, the master of keys[0]'s slot.
-func (r *replicaAck) node(ctx context.Context, keys []string) (*redis.Client, error) {
-	switch c := r.rdb.(type) {
-	case *redis.Client:
-		return c, nil
-	case *redis.ClusterClient:
-		if len(keys) > 0 {
-			return c.MasterForKey(ctx, keys[0])
-		}
-	}
-	return nil, fmt.Errorf("broker: replica acknowledgement on a %T", r.rdb)
 }
