@@ -128,7 +128,8 @@ func TestTaskFieldNotAHeader(t *testing.T) {
 
 // rawApp is an HTTP/1.1 app written on a bare socket, so a test can answer
 // as real servers sometimes do and net/http's server never does. answer
-// gets each request (its body unread) and returns the bytes to write. A
+// gets each request (its body unread) and returns the bytes to write, or ""
+// to reset the connection unanswered (the app died mid-request). A
 // request it cannot parse (a body left unread prefixing the next request
 // line) gets 400 and the connection is closed, as Python's
 // BaseHTTPRequestHandler does.
@@ -154,7 +155,12 @@ func rawApp(t *testing.T, answer func(r *http.Request) string) string {
 						_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 16\r\n\r\nbad request line")
 						return
 					}
-					if _, err := io.WriteString(c, answer(r)); err != nil {
+					a := answer(r)
+					if a == "" {
+						rawConnReset(c)
+						return
+					}
+					if _, err := io.WriteString(c, a); err != nil {
 						return
 					}
 				}
