@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -293,14 +294,16 @@ func message(body []byte) string {
 	return s
 }
 
-// retryAfter parses a Retry-After value (seconds or an HTTP date).
+// retryAfter parses a Retry-After value (seconds or an HTTP date). Seconds
+// beyond what a time.Duration holds (292 years) are capped there: past any
+// deadline.
 func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second, true
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(0, t.Sub(now)), true
