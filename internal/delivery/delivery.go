@@ -117,7 +117,7 @@ func Run(ctx context.Context, wcfg worker.Config, cfg Config) error {
 	f.gate.drain = ctx
 	go f.gate.run(bg)
 	if cfg.APIAddr != "" {
-		stop, err := serveAPI(cfg.APIAddr, newAPI(cfg.Token, f, srv.Redis(), wcfg.Logger))
+		stop, err := serveAPI(cfg.APIAddr, newAPI(cfg.Token, f, srv.Redis(), f.log))
 		if err != nil {
 			return err
 		}
