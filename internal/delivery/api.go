@@ -259,6 +259,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeError writes {"code", "message"}: the dtq API's error body
+// (internal/httpapi) without details and request_id. The loopback API has one
+// caller, the pod's app, and no request IDs to correlate, and the worker
+// binary does not link the API server's packages for two fields.
 func writeError(w http.ResponseWriter, code int, reason, msg string) {
 	writeJSON(w, code, map[string]string{"code": reason, "message": msg})
 }
