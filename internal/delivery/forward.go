@@ -124,10 +124,11 @@ func (f *forwarder) ProcessTask(ctx context.Context, t *worker.Task) (any, error
 		}
 		if a.err != nil && ctx.Err() == nil {
 			// The app is down or restarting: read nothing more until it is
-			// ready again. A refused connection delivered nothing, nor did a
-			// resend after a 404 (the route was missing), once: the same
-			// attempt is sent again then. A connection lost mid-request
-			// otherwise costs the attempt.
+			// ready again. A refused connection delivered nothing, and a
+			// resend right after a 404 went to a route missing a moment ago:
+			// the same attempt is sent again then (notFound is cleared, so a
+			// second loss in a row counts). Otherwise a connection lost
+			// mid-request costs the attempt.
 			f.gate.appGone(a.err)
 			if isRefused(a.err) || notFound {
 				notFound = false
