@@ -89,7 +89,8 @@ type Config struct {
 	// on), reports that status in its heartbeat record instead of ready or
 	// busy, and /readyz answers 503; a handler's ErrHandBack then hands its
 	// task back uncounted, as during a drain. The HTTP delivery sidecar
-	// holds while the app is not ready or answers 404 to tasks.
+	// holds while the app is not ready, answers 404 to tasks or asked to
+	// wait (Retry-After).
 	Hold func() string
 
 	// Logger receives the server's logs; default slog.Default(). ConfigFromEnv
