@@ -70,6 +70,12 @@ func freePort(t *testing.T) int {
 
 func startPod(t *testing.T, dir string, argv ...string) *pod {
 	t.Helper()
+	return startPodAt(t, "/tasks", dir, argv...)
+}
+
+// startPodAt is startPod with the sidecar POSTing to path.
+func startPodAt(t *testing.T, path, dir string, argv ...string) *pod {
+	t.Helper()
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		t.Fatalf("%s is required (hack/handler-runtimes.sh installs it): %v", argv[0], err)
 	}
@@ -91,7 +97,7 @@ func startPod(t *testing.T, dir string, argv ...string) *pod {
 		err := delivery.Run(ctx, worker.Config{Redis: p.rdb, Namespace: p.o.Namespace, Queue: p.o.Queue, Concurrency: p.o.Concurrency,
 			VisibilityTimeout: p.o.VisibilityTimeout, HeartbeatInterval: 500 * time.Millisecond, DrainTimeout: 5 * time.Second,
 			Logger: slog.New(slog.DiscardHandler)},
-			delivery.Config{HandlerURL: fmt.Sprintf("http://127.0.0.1:%d/tasks", appPort),
+			delivery.Config{HandlerURL: fmt.Sprintf("http://127.0.0.1:%d%s", appPort, path),
 				ReadyURL: fmt.Sprintf("http://127.0.0.1:%d/healthz", appPort), APIAddr: fmt.Sprintf("127.0.0.1:%d", apiPort)})
 		if err != nil {
 			t.Errorf("delivery.Run: %v", err)
@@ -195,6 +201,20 @@ func TestPython(t *testing.T) {
 	p.mu.Unlock()
 	if starts < 2 {
 		t.Fatalf("the app started %d times: it was not killed", starts)
+	}
+}
+
+// A wrong route costs the Python example's tasks no attempt: its 404s are
+// sent again every 2 s (not glued to the unread body of the last one, which
+// the app answered 501) and the task goes back uncounted at each deadline.
+func TestPythonWrongRoute(t *testing.T) {
+	t.Parallel()
+	p := startPodAt(t, "/wrong", "python", "python3", "handler.py")
+	id := workertest.Submit(t, p.rdb, p.o, "greet", json.RawMessage(`{"name":"Lin"}`), workertest.SubmitOptions{MaxAttempts: 1, Timeout: 5 * time.Second})
+	time.Sleep(7 * time.Second) // resends after 404s, and a deadline
+	ti, err := broker.New(p.rdb).GetTask(context.Background(), broker.QueueRef{Namespace: p.o.Namespace, Name: p.o.Queue}, id)
+	if err != nil || ti.State.Terminal() || ti.Attempt != 1 {
+		t.Fatalf("a task of a wrong route after 7 s: %s attempt %d error %q (%v); want not ended, attempt 1", ti.State, ti.Attempt, ti.LastError, err)
 	}
 }
 

@@ -250,7 +250,7 @@ const (
 	EventExpired           EventType = "TaskExpired"
 	EventDuplicateAbsorbed EventType = "TaskDuplicateAbsorbed"
 	EventProgress          EventType = "TaskProgress" // a running attempt's progress report (Event.Progress)
-	EventReleased          EventType = "TaskReleased" // handed back by a draining worker: Queued again, Attempt the next run's
+	EventReleased          EventType = "TaskReleased" // handed back by a draining or holding worker: Queued again, Attempt the next run's
 	EventQueuePaused       EventType = "QueuePaused"
 	EventQueueResumed      EventType = "QueueResumed"
 )

@@ -42,6 +42,8 @@ const (
 	maxAPIBody      = 64 << 10
 	defaultOpLease  = worker.DefaultOperationLease
 	defaultOpTTL    = 24 * time.Hour
+	maxOpLease      = 24 * time.Hour
+	maxOpTTL        = 30 * 24 * time.Hour
 	apiReadTimeout  = 10 * time.Second
 	apiWriteTimeout = 30 * time.Second
 )
@@ -171,6 +173,14 @@ func (a *api) op(w http.ResponseWriter, r *http.Request, needToken bool) (opRequ
 		writeError(w, http.StatusBadRequest, "INVALID_TOKEN", "token (from the claim) is required")
 		return req, "", false
 	}
+	if req.LeaseMs > maxOpLease.Milliseconds() {
+		writeError(w, http.StatusBadRequest, "INVALID_LEASE", fmt.Sprintf("leaseMs must be at most %d (24 h); renew a longer side effect", maxOpLease.Milliseconds()))
+		return req, "", false
+	}
+	if req.TTLMs > maxOpTTL.Milliseconds() {
+		writeError(w, http.StatusBadRequest, "INVALID_TTL", fmt.Sprintf("ttlMs must be at most %d (30 days)", maxOpTTL.Milliseconds()))
+		return req, "", false
+	}
 	return req, worker.AppKeyPrefix(a.f.ns) + req.Key, true
 }
 
@@ -235,6 +245,7 @@ func (a *api) redisError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "Redis is unavailable; retry")
 }
 
+// msOr is ms milliseconds (bounded by op), def when not positive.
 func msOr(ms int64, def time.Duration) time.Duration {
 	if ms <= 0 {
 		return def
@@ -248,6 +259,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeError writes {"code", "message"}: the dtq API's error body
+// (internal/httpapi) without details and request_id. The loopback API has one
+// caller, the pod's app, and no request IDs to correlate, and the worker
+// binary does not link the API server's packages for two fields.
 func writeError(w http.ResponseWriter, code int, reason, msg string) {
 	writeJSON(w, code, map[string]string{"code": reason, "message": msg})
 }

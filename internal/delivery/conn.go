@@ -74,9 +74,9 @@ func newLoopClient(host, path string) *loopClient {
 }
 
 // post sends body with the headers and reads the answer (its body bounded
-// by maxBody). A connection error, a cancelled ctx or an answer that asks to
-// close leaves the connection closed; otherwise it is kept for the next
-// request.
+// by maxBody). A connection error, a cancelled ctx, an answer that asks to
+// close or one that is not a 2xx leaves the connection closed; otherwise it
+// is kept for the next request.
 func (c *loopClient) post(ctx context.Context, hs []header, body []byte) answer {
 	for _, h := range hs {
 		if !httpguts.ValidHeaderFieldValue(h.value) {
@@ -152,11 +152,16 @@ func (cn *loopConn) roundTrip(c *loopClient, hs []header, body []byte) (answer, 
 			return a, false // not read to its end: the connection is closed, not drained
 		}
 		_ = resp.Body.Close()
-		return a, !resp.Close // reusable unless the app closes it
+		// Reused after a 2xx the app does not close: an app may answer an
+		// error before it reads the request's body (Python's
+		// BaseHTTPRequestHandler does), which would then prefix the next
+		// request on this connection.
+		return a, !resp.Close && a.status < 300
 	}
 }
 
-// get returns an idle connection that is still open, else dials one.
+// get returns an idle connection that is still open and holds nothing the
+// app sent past its last answer, else dials one.
 func (c *loopClient) get(ctx context.Context) (*loopConn, error) {
 	for {
 		c.mu.Lock()
@@ -168,7 +173,7 @@ func (c *loopClient) get(ctx context.Context) (*loopConn, error) {
 		cn := c.idle[n-1]
 		c.idle = c.idle[:n-1]
 		c.mu.Unlock()
-		if time.Since(cn.used) < idleTimeout && open(cn.Conn) {
+		if time.Since(cn.used) < idleTimeout && cn.br.Buffered() == 0 && open(cn.Conn) {
 			return cn, nil
 		}
 		_ = cn.Close()

@@ -21,11 +21,15 @@ package delivery
 // fields cannot be headers.
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,5 +123,97 @@ func TestTaskFieldNotAHeader(t *testing.T) {
 	}
 	if n := conns(); n != 0 {
 		t.Errorf("%d connections opened for an undeliverable task", n)
+	}
+}
+
+// rawApp is an HTTP/1.1 app written on a bare socket, so a test can answer
+// as real servers sometimes do and net/http's server never does. answer
+// gets each request (its body unread) and returns the bytes to write, or ""
+// to reset the connection unanswered (the app died mid-request). A
+// request it cannot parse (a body left unread prefixing the next request
+// line) gets 400 and the connection is closed, as Python's
+// BaseHTTPRequestHandler does.
+func rawApp(t *testing.T, answer func(r *http.Request) string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 16\r\n\r\nbad request line")
+						return
+					}
+					a := answer(r)
+					if a == "" {
+						rawConnReset(c)
+						return
+					}
+					if _, err := io.WriteString(c, a); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// An app that answers an error before reading the request's body (Python's
+// BaseHTTPRequestHandler answering a wrong route) leaves the body in the
+// connection. The sidecar does not reuse a connection after an answer other
+// than a 2xx, so the 404 hold's resend reaches the app as a request, not
+// as the old body glued to it (which the Python example answered 501, and
+// this app 400, costing the held task an attempt or its life).
+func TestErrorAnswerClosesItsConnection(t *testing.T) {
+	t.Parallel()
+	var routeOK atomic.Bool
+	url := rawApp(t, func(r *http.Request) string {
+		if !routeOK.Load() {
+			return "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nno route\n"
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		return "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
+	})
+	s := startSidecar(t, url+"/tasks", workertest.Options{Concurrency: 1})
+	id := s.submit(t, map[string]string{"mode": "ok"}, workertest.SubmitOptions{MaxAttempts: 3, Timeout: time.Minute})
+	for s.get(t, id).State != broker.StateRunning {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(2*notFoundRetry + time.Second) // two resends
+	if ti := s.get(t, id); ti.State != broker.StateRunning || ti.Attempt != 1 {
+		t.Fatalf("held on a 404: %s attempt %d error %q, want Running attempt 1", ti.State, ti.Attempt, ti.LastError)
+	}
+	routeOK.Store(true)
+	if ti := s.wait(t, id); ti.State != broker.StateSucceeded || ti.Attempt != 1 {
+		t.Fatalf("after the route answers: %s attempt %d error %q, want Succeeded on attempt 1", ti.State, ti.Attempt, ti.LastError)
+	}
+}
+
+// An app that writes a byte past its answer's Content-Length leaves it in
+// the connection's buffer: the connection is not reused, so the next task
+// does not read it as the start of its answer.
+func TestBytesPastTheAnswerAreNotReused(t *testing.T) {
+	t.Parallel()
+	url := rawApp(t, func(r *http.Request) string {
+		_, _ = io.Copy(io.Discard, r.Body)
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}x"
+	})
+	s := startSidecar(t, url+"/", workertest.Options{Concurrency: 1})
+	for i := range 3 {
+		if ti := s.wait(t, s.submit(t, map[string]string{}, workertest.SubmitOptions{MaxAttempts: 1})); ti.State != broker.StateSucceeded {
+			t.Fatalf("task %d: %s attempt %d error %q, want Succeeded", i, ti.State, ti.Attempt, ti.LastError)
+		}
 	}
 }

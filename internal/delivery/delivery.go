@@ -54,11 +54,14 @@ const DefaultSidecarPort = 8081
 // while it reads no new tasks.
 const (
 	// StatusAppNotReady: the app container has not passed its readiness
-	// check yet, or refused a connection since.
+	// check yet, or a connection to it failed since.
 	StatusAppNotReady = "app-not-ready"
 	// StatusHandlerNotFound: the app answered 404 without a verdict: its
 	// route (spec.handler.http.path or port) is likely wrong.
 	StatusHandlerNotFound = "handler-not-found"
+	// StatusThrottled: the app answered 429 or 503 with a Retry-After that
+	// has not passed yet.
+	StatusThrottled = "app-throttled"
 )
 
 // Config is the sidecar's own configuration.
@@ -100,7 +103,7 @@ func Run(ctx context.Context, wcfg worker.Config, cfg Config) error {
 		return err
 	}
 	f := newForwarder(cfg, wcfg.Logger)
-	wcfg.Hold = f.gate.hold
+	wcfg.Hold = f.gate.holdStatus
 	srv, err := worker.NewServer(wcfg, f)
 	if err != nil {
 		return err
@@ -114,7 +117,7 @@ func Run(ctx context.Context, wcfg worker.Config, cfg Config) error {
 	f.gate.drain = ctx
 	go f.gate.run(bg)
 	if cfg.APIAddr != "" {
-		stop, err := serveAPI(cfg.APIAddr, newAPI(cfg.Token, f, srv.Redis(), wcfg.Logger))
+		stop, err := serveAPI(cfg.APIAddr, newAPI(cfg.Token, f, srv.Redis(), f.log))
 		if err != nil {
 			return err
 		}

@@ -148,7 +148,13 @@ type sidecar struct {
 
 func startSidecar(t *testing.T, handlerURL string, o workertest.Options) *sidecar {
 	t.Helper()
-	rdb := redistest.Start(t).Client()
+	return startSidecarOn(t, redistest.Start(t).Client(), handlerURL, o)
+}
+
+// startSidecarOn is startSidecar on rdb: a second sidecar on the queue of
+// another is a second pod of its Queue.
+func startSidecarOn(t *testing.T, rdb *redis.Client, handlerURL string, o workertest.Options) *sidecar {
+	t.Helper()
 	if o.Queue == "" {
 		o.Queue = workertest.NewQueueName()
 	}
@@ -172,7 +178,7 @@ func startSidecar(t *testing.T, handlerURL string, o workertest.Options) *sideca
 		defer close(s.stopped)
 		err := Run(ctx, worker.Config{Redis: rdb, Namespace: o.Namespace, Queue: o.Queue, Concurrency: o.Concurrency,
 			VisibilityTimeout: o.VisibilityTimeout, HeartbeatInterval: min(o.VisibilityTimeout/4, 500*time.Millisecond), DrainTimeout: o.DrainTimeout,
-			WorkerID: "sidecar-" + o.Queue, Logger: slog.New(slog.DiscardHandler)},
+			WorkerID: "sidecar-" + apiAddr, Logger: slog.New(slog.DiscardHandler)},
 			Config{HandlerURL: handlerURL, APIAddr: apiAddr})
 		if err != nil {
 			t.Errorf("Run: %v", err)

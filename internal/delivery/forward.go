@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -74,12 +75,13 @@ type forwarder struct {
 	gate      *gate
 	ns, queue string
 
-	mu      sync.Mutex
-	running map[string]*running // by task ID
+	mu   sync.Mutex
+	open map[string]*openRequest // by task ID
 }
 
-// running is one open request, for the loopback API.
-type running struct {
+// openRequest is one task the forwarder holds (sending it, or waiting to),
+// for the loopback API.
+type openRequest struct {
 	ctx      context.Context
 	task     *worker.Task
 	progress json.RawMessage
@@ -91,28 +93,30 @@ func newForwarder(cfg Config, log *slog.Logger) *forwarder {
 	}
 	u, _ := url.Parse(cfg.HandlerURL) // checked by Config.validate
 	return &forwarder{
-		cfg: cfg, log: log, running: map[string]*running{},
+		cfg: cfg, log: log, open: map[string]*openRequest{},
 		client: newLoopClient(u.Host, u.RequestURI()),
 		gate:   newGate(cfg, log),
 	}
 }
 
-// ProcessTask sends t to the app until an answer decides its outcome. A 404
-// without a verdict (route missing), a 429/503 whose Retry-After falls
-// before the deadline, or a refused connection sends the same attempt again
-// later; the request is
-// cancelled with ctx (the task's deadline, a cancel request, the drain or a
-// lost lease). Once the sidecar drains, a task not sent yet (or waiting to be
-// sent again) is handed back uncounted (worker.ErrHandBack).
+// ProcessTask sends t to the app until an answer decides its outcome. It
+// sends the same attempt again later after a 404 without a verdict (the
+// route is missing), a 429/503 whose Retry-After falls before the deadline,
+// a refused connection, or a connection lost on a resend after a 404 (the
+// app was not running the route a moment ago). Requests are cancelled with
+// ctx (the task's deadline, a cancel request, the drain or a lost lease). A
+// task waiting to be sent (again) when the sidecar drains or its deadline
+// comes is handed back uncounted (worker.ErrHandBack): the app never ran it.
 func (f *forwarder) ProcessTask(ctx context.Context, t *worker.Task) (any, error) {
 	f.track(ctx, t)
 	defer f.untrack(t.ID)
+	notFound := false // the last answer was a 404 without a verdict
 	for {
 		if f.gate.draining() {
 			return nil, worker.ErrHandBack
 		}
 		if err := f.gate.waitThrottle(ctx); err != nil {
-			return nil, err
+			return nil, unsent("the app asked to wait (Retry-After)", err)
 		}
 		a := f.send(ctx, t)
 		if errors.Is(a.err, errHeaderValue) {
@@ -120,34 +124,52 @@ func (f *forwarder) ProcessTask(ctx context.Context, t *worker.Task) (any, error
 		}
 		if a.err != nil && ctx.Err() == nil {
 			// The app is down or restarting: read nothing more until it is
-			// ready again. A refused connection delivered nothing, so the
-			// same attempt is sent again then (until its deadline); a
-			// connection lost mid-request costs the attempt.
-			f.gate.appGone()
-			if isRefused(a.err) {
+			// ready again. A refused connection delivered nothing, and a
+			// resend right after a 404 went to a route missing a moment ago:
+			// the same attempt is sent again then (notFound is cleared, so a
+			// second loss in a row counts). Otherwise a connection lost
+			// mid-request costs the attempt.
+			f.gate.appGone(a.err)
+			if isRefused(a.err) || notFound {
+				notFound = false
 				if err := f.gate.waitReady(ctx); err != nil {
-					return nil, fmt.Errorf("the app refused the connection and was not ready again in time: %w: %w", a.err, err)
+					return nil, unsent("the app was not ready again after "+a.err.Error(), err)
 				}
 				continue
 			}
 		}
 		o := outcomeOf(a, time.Now(), t.Deadline)
+		if a.err == nil && !o.notFound {
+			f.gate.answered()
+		}
 		switch {
 		case o.again > 0:
 			f.gate.throttle(time.Now().Add(o.again))
 			continue
 		case o.notFound:
+			notFound = true
 			f.gate.notFound(true)
 			err := f.gate.sleep(ctx, notFoundRetry)
 			f.gate.notFound(false)
 			if err != nil {
-				return nil, fmt.Errorf("the app answered 404 (route %s missing?): %w", f.cfg.HandlerURL, err)
+				return nil, unsent("the app answered 404 (route "+f.cfg.HandlerURL+" missing?)", err)
 			}
 			continue
 		}
-		f.gate.answered()
 		return o.result, o.err
 	}
+}
+
+// unsent is the error of a task whose wait to be sent ended with err (the
+// cause of ctx's end, from gate.sleep): at the task's deadline, as at the
+// drain, it wraps worker.ErrHandBack, so the SDK hands the task back
+// uncounted (the gate holds reads, so another pod, or this one later, reads
+// it); a cancel or a lost lease keeps its cause.
+func unsent(why string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = worker.ErrHandBack
+	}
+	return fmt.Errorf("%s: %w", why, err)
 }
 
 // answer is what one request got: a status, headers and body, or an error.
@@ -273,14 +295,16 @@ func message(body []byte) string {
 	return s
 }
 
-// retryAfter parses a Retry-After value (seconds or an HTTP date).
+// retryAfter parses a Retry-After value (seconds or an HTTP date). Seconds
+// beyond what a time.Duration holds (292 years) are capped there: past any
+// deadline.
 func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second, true
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(0, t.Sub(now)), true
@@ -295,19 +319,19 @@ func isRefused(err error) bool {
 
 func (f *forwarder) track(ctx context.Context, t *worker.Task) {
 	f.mu.Lock()
-	f.running[t.ID] = &running{ctx: ctx, task: t}
+	f.open[t.ID] = &openRequest{ctx: ctx, task: t}
 	f.mu.Unlock()
 }
 
 func (f *forwarder) untrack(id string) {
 	f.mu.Lock()
-	delete(f.running, id)
+	delete(f.open, id)
 	f.mu.Unlock()
 }
 
-// lookup returns the running request of task id, nil when none.
-func (f *forwarder) lookup(id string) *running {
+// lookup returns the open request of task id, nil when none.
+func (f *forwarder) lookup(id string) *openRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.running[id]
+	return f.open[id]
 }

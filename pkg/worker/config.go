@@ -87,8 +87,10 @@ type Config struct {
 	// Hold, when set, is asked before each read: while it returns a
 	// non-empty status the server reads no new tasks (those in flight run
 	// on), reports that status in its heartbeat record instead of ready or
-	// busy, and /readyz answers 503. The HTTP delivery sidecar holds while
-	// the app is not ready or answers 404 to every task.
+	// busy, and /readyz answers 503; a handler's ErrHandBack then hands its
+	// task back uncounted, as during a drain. The HTTP delivery sidecar
+	// holds while the app is not ready, answers 404 to tasks or asked to
+	// wait (Retry-After).
 	Hold func() string
 
 	// Logger receives the server's logs; default slog.Default(). ConfigFromEnv

@@ -68,8 +68,8 @@ func (s *Server) process(e *execution) *execution {
 	s.busy.Dec()
 	tm.execution.get().Observe(time.Since(startedAt).Seconds())
 
-	if out.HandBack && !s.draining() {
-		out = Outcome{Err: errors.New("the handler handed the task back while its worker was not draining"), Class: ClassRetryable, Retryable: true}
+	if out.HandBack && !s.draining() && !s.holding() {
+		out = Outcome{Err: errors.New("the handler handed the task back while its worker was neither draining nor holding its reads"), Class: ClassRetryable, Retryable: true}
 	}
 	if out.Redeliver {
 		s.handBack(e, !out.HandBack, "the handler stopped", "cause", context.Cause(ctx))
@@ -211,6 +211,9 @@ func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, 
 
 // draining reports whether the drain has begun (Run's context ended).
 func (s *Server) draining() bool { return s.runCtx.Err() != nil }
+
+// holding reports whether Config.Hold holds reads.
+func (s *Server) holding() bool { return s.cfg.Hold != nil && s.cfg.Hold() != "" }
 
 // handBack gives e's task back to its queue at once (Release) for any worker
 // to read, instead of leaving it pending until a peer reclaims it after the

@@ -19,6 +19,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,4 +205,36 @@ func TestReportProgress(t *testing.T) {
 	if len(got) < 2 || len(got) > 3 || got[0] != `{"done":0}` || got[len(got)-1] != `{"done":100}` {
 		t.Fatalf("TaskProgress events %q, want {\"done\":0} then {\"done\":100}", got)
 	}
+}
+
+// While Config.Hold holds, a handler's ErrHandBack hands its task back
+// uncounted outside a drain too (the delivery sidecar's task held on a
+// missing route at its deadline): the holding worker reads nothing, so
+// another worker reads the task at once, as the same attempt.
+func TestHandBackWhileHoldingIsUncounted(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	var held atomic.Bool
+	mux := worker.NewMux()
+	mux.HandleFunc("wait", func(ctx context.Context, t *worker.Task) (any, error) {
+		held.Store(true) // say, the app answered 404
+		return nil, worker.ErrHandBack
+	})
+	o := workertest.Options{VisibilityTimeout: longVisibility, HeartbeatInterval: 200 * time.Millisecond,
+		Hold: func() string {
+			if held.Load() {
+				return "handler-not-found"
+			}
+			return ""
+		}}
+	a := workertest.StartServer(t, rdb, mux, o)
+	id := a.Submit("wait", nil, workertest.SubmitOptions{MaxAttempts: 1})
+	deadline := time.Now().Add(waitFor)
+	for st := a.Get(id); st.State != "Queued" || !held.Load(); st = a.Get(id) {
+		if st.State == "DeadLettered" || time.Now().After(deadline) {
+			t.Fatalf("handed back while holding: %s attempt %d class %s error %q, want Queued attempt 1 (not counted)", st.State, st.Attempt, st.ErrorClass, st.LastError)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	readableNow(t, rdb, qref(a), id, 1)
 }

@@ -134,7 +134,7 @@ func (s *Server) readLoop(stop <-chan struct{}) {
 
 // waitHold waits while cfg.Hold holds; false when stop closed first.
 func (s *Server) waitHold(stop <-chan struct{}) bool {
-	for s.cfg.Hold != nil && s.cfg.Hold() != "" {
+	for s.holding() {
 		if !sleepStop(stop, holdPoll) {
 			return false
 		}
@@ -189,7 +189,7 @@ func (s *Server) toRun(st *broker.Started, fresh time.Time) *execution {
 // completion: the worker reads (no drain), nothing holds it (Config.Hold),
 // and no reclaim is due (readLoop needs free slots for it).
 func (s *Server) readsNext() bool {
-	return !s.draining() && (s.cfg.Hold == nil || s.cfg.Hold() == "") && time.Now().UnixNano() < s.reclaimAt.Load()
+	return !s.draining() && !s.holding() && time.Now().UnixNano() < s.reclaimAt.Load()
 }
 
 func (s *Server) notRun(d broker.Delivery, sr broker.StartResult) {

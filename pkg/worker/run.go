@@ -57,9 +57,11 @@ var (
 // worker hands the task back to its queue at once, for any worker, and the
 // attempt is not counted (the next run has the same attempt number). The
 // delivery sidecar returns it for tasks it holds but has not sent to the app.
-// It applies only while the worker drains; otherwise it is a retryable
-// failure (the attempt counts, with the queue's backoff), so a handler cannot
-// bounce a task between workers without end.
+// It applies only while the worker drains or holds its reads (Config.Hold:
+// it then reads nothing, so the task goes to another worker, or back to this
+// one once its hold ends); otherwise it is a retryable failure (the attempt
+// counts, with the queue's backoff), so a handler cannot bounce a task
+// between workers without end.
 var ErrHandBack = errors.New("worker: the handler did not begin the task; hand it back")
 
 // Outcome is how a Server records one run of a handler.
@@ -79,7 +81,8 @@ type Outcome struct {
 	// redelivery by whoever took it over.
 	Redeliver bool
 	// HandBack (with Redeliver): the handler returned ErrHandBack; a
-	// draining Server hands the task back without counting the attempt.
+	// draining or holding Server hands the task back without counting the
+	// attempt.
 	HandBack bool
 }
 

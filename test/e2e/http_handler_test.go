@@ -175,8 +175,9 @@ func TestHTTPHandlerPython(t *testing.T) {
 }
 
 // A wrong route (the app answers 404 to every task) pauses delivery and says
-// so in the Queue's status instead of dead-lettering the queue; fixing the
-// path delivers the held task.
+// so in the Queue's status instead of dead-lettering the queue, and costs the
+// held task no attempt, past its deadlines too; fixing the path (the pods
+// roll) delivers it as attempt 1.
 func TestHTTPHandlerWrongRoute(t *testing.T) {
 	ns := single.namespace(t, "e2e-http-route")
 	q := pythonQueue(t, ns, t.TempDir(), 1)
@@ -195,7 +196,9 @@ func TestHTTPHandlerWrongRoute(t *testing.T) {
 		}
 		return fmt.Errorf("the workers do not run the wrong path yet")
 	}))
-	single.createAll(t, []*dtqv1alpha1.Task{newTask("held", ns, "route", "greet", map[string]string{"name": "Lin"}).MaxAttempts(3).Obj()})
+	const timeout = 3 * time.Second
+	single.createAll(t, []*dtqv1alpha1.Task{newTask("held", ns, "route", "greet", map[string]string{"name": "Lin"}).MaxAttempts(3).Timeout(timeout).Obj()})
+	created := time.Now()
 	must(t, poll(t.Context(), 2*time.Minute, func() error {
 		var got dtqv1alpha1.Queue
 		if err := single.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "q"}, &got); err != nil {
@@ -208,18 +211,19 @@ func TestHTTPHandlerWrongRoute(t *testing.T) {
 		t.Logf("HandlerReachable: %s", c.Message)
 		return nil
 	}))
+	time.Sleep(time.Until(created.Add(2*timeout + time.Second))) // past two deadlines
 	var held dtqv1alpha1.Task
 	must(t, single.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "held"}, &held))
-	if held.Status.State == dtqv1alpha1.TaskDeadLettered || held.Status.State == dtqv1alpha1.TaskFailed {
-		t.Fatalf("a task of a queue with a wrong route ended: %s", describe(&held))
+	if held.Status.State == dtqv1alpha1.TaskDeadLettered || held.Status.State == dtqv1alpha1.TaskFailed || held.Status.Attempt > 1 {
+		t.Fatalf("a task of a queue with a wrong route, past two deadlines: %s; want not ended, attempt 1", describe(&held))
 	}
 	must(t, single.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "q"}, q))
 	base = client.MergeFrom(q.DeepCopy())
 	q.Spec.Handler.HTTP.Path = "/tasks"
 	must(t, single.stack.Client.Patch(t.Context(), q, base))
 	got := single.waitTerminal(t, ns, "route", 1, 3*time.Minute)["held"]
-	if got.Status.State != dtqv1alpha1.TaskSucceeded {
-		t.Fatalf("the held task after the path was fixed: %s", describe(got))
+	if got.Status.State != dtqv1alpha1.TaskSucceeded || got.Status.Attempt != 1 {
+		t.Fatalf("the held task after the path was fixed: %s; want Succeeded on attempt 1", describe(got))
 	}
 }
 

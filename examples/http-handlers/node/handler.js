@@ -39,14 +39,17 @@ async function progress(token, taskID, value) {
 }
 
 // idempotentOperation runs fn at most once per key among successful runs
-// within the TTL; resolves to [executed, result].
-async function idempotentOperation(token, key, fn, ttlSeconds = 86400) {
+// within the TTL; resolves to [executed, result]. While another holder runs
+// it, it waits, but not past deadline (the task's, in ms since the epoch).
+async function idempotentOperation(token, key, fn, deadline, ttlSeconds = 86400) {
   let claim;
   for (;;) {
     claim = await sidecar(token, 'POST', '/v1/operations/claim', { key });
     if (claim.state === 'done') return [false, claim.result];
     if (claim.state === 'acquired') break;
-    await new Promise((r) => setTimeout(r, Math.min(claim.retryAfterMs || 100, 1000)));
+    const pause = Math.min(claim.retryAfterMs || 100, 1000);
+    if (Date.now() + pause >= deadline) throw new Error(`operation ${key} still running elsewhere at the task's deadline`);
+    await new Promise((r) => setTimeout(r, pause));
   }
   let result;
   try {
@@ -58,6 +61,12 @@ async function idempotentOperation(token, key, fn, ttlSeconds = 86400) {
   const done = await sidecar(token, 'POST', '/v1/operations/finish',
     { key, token: claim.token, result, ttlMs: ttlSeconds * 1000 });
   return [true, done.result];
+}
+
+// taskDeadline is the Dtq-Deadline header (RFC 3339, UTC) in ms since the
+// epoch, to the second.
+function taskDeadline(value) {
+  return Date.parse(String(value).slice(0, 19) + 'Z');
 }
 
 function answer(res, status, body) {
@@ -82,7 +91,7 @@ async function handle(req, res, payload) {
     const [sentNow, receipt] = await idempotentOperation(token, `receipt:${order}`, async () => {
       if (RECEIPT_LOG) fs.appendFileSync(RECEIPT_LOG, JSON.stringify({ order, task: taskID, attempt }) + '\n');
       return { sent: order };
-    });
+    }, taskDeadline(req.headers['dtq-deadline']));
     result.receipt = receipt;
     result.sent_now = sentNow;
   }

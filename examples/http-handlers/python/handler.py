@@ -63,16 +63,21 @@ class Sidecar:
     def cancelled(self, task_id):
         return self.call("GET", "/v1/tasks/%s" % task_id)["cancelled"]
 
-    def idempotent_operation(self, key, fn, ttl_seconds=86400):
+    def idempotent_operation(self, key, fn, deadline, ttl_seconds=86400):
         """Runs fn at most once per key among successful runs within the TTL.
-        Returns (executed, result), like the Go SDK's IdempotentOperation."""
+        Returns (executed, result), like the Go SDK's IdempotentOperation.
+        While another holder runs it, waits, but not past deadline (the
+        task's, a Unix time): then raises TimeoutError."""
         while True:
             claim = self.call("POST", "/v1/operations/claim", {"key": key})
             if claim["state"] == "done":
                 return False, claim.get("result")
             if claim["state"] == "acquired":
                 break
-            time.sleep(min(claim.get("retryAfterMs", 100), 1000) / 1000.0)
+            pause = min(claim.get("retryAfterMs", 100), 1000) / 1000.0
+            if time.time() + pause >= deadline:
+                raise TimeoutError("operation %s still running elsewhere at the task's deadline" % key)
+            time.sleep(pause)
         try:
             result = fn()
         except Exception:
@@ -81,6 +86,11 @@ class Sidecar:
         done = self.call("POST", "/v1/operations/finish",
                          {"key": key, "token": claim["token"], "result": result, "ttlMs": ttl_seconds * 1000})
         return True, done["result"]
+
+
+def task_deadline(value):
+    """The Dtq-Deadline header (RFC 3339, UTC) as a Unix time, to the second."""
+    return datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
 def append_line(path, obj):
@@ -118,11 +128,14 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(404, {"error": "not found"})
 
     def do_POST(self):
+        # Read the body before any answer: one left unread would prefix the
+        # next request on this kept-alive connection.
+        length = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(length)
         if self.path != "/tasks":
             self.answer(404, {"error": "no route " + self.path})
             return
-        length = int(self.headers.get("Content-Length", "0"))
-        payload = json.loads(self.rfile.read(length) or b"{}")
+        payload = json.loads(body or b"{}")
         task_id = self.headers["Dtq-Task-Id"]
         attempt = int(self.headers["Dtq-Attempt"])
         sidecar = Sidecar(self.headers.get("Dtq-Sidecar-Token", ""))
@@ -153,7 +166,8 @@ class Handler(BaseHTTPRequestHandler):
                     append_line(RECEIPT_LOG, {"order": order, "task": task_id, "attempt": attempt})
                 return {"sent": order}
 
-            sent, receipt = sidecar.idempotent_operation("receipt:" + order, send_receipt)
+            sent, receipt = sidecar.idempotent_operation("receipt:" + order, send_receipt,
+                                                         task_deadline(self.headers["Dtq-Deadline"]))
             if payload.get("die_after_effect") and attempt == 1:
                 os.kill(os.getpid(), signal.SIGKILL)
             result["receipt"] = receipt
@@ -170,8 +184,12 @@ def main():
     server.daemon_threads = False  # server_close waits for open requests
 
     def stop(signum, frame):
-        # Finish the open requests, take no new ones.
+        # Finish the open requests, take no new ones: the listening socket
+        # is closed at once, so the sidecar's next connection is refused
+        # (it holds the task and hands it back uncounted) rather than queued
+        # unanswered and reset when the process exits (costing an attempt).
         stopping.set()
+        server.socket.close()
         threading.Thread(target=server.shutdown).start()
 
     signal.signal(signal.SIGTERM, stop)
