@@ -95,7 +95,7 @@ func main() {
 		"Queues whose events streams this replica follows at once without waiting: the events Redis client's pool (each watched queue holds one connection for its blocking read).")
 	flag.Int64Var(&f.maxBody, "max-body-bytes", 2<<20, "Largest submission body.")
 	flag.Int64Var(&f.maxBatchBody, "max-batch-body-bytes", 16<<20, "Largest batch body.")
-	flag.DurationVar(&f.bodyTimeout, "body-read-timeout", 10*time.Second, "How long a request's body may take to arrive after its headers (else 408).")
+	flag.DurationVar(&f.bodyTimeout, "body-read-timeout", 10*time.Second, "How long a request's body may take to arrive once the request is authorized (else 408).")
 	flag.IntVar(&f.bodyReads, "max-body-reads-per-client", 8,
 		"How many request bodies of one client identity (user, or address without auth) are read at once; more wait, then get 429.")
 	flag.Float64Var(&f.qps, "kube-api-qps", 50, "Queries per second to the Kubernetes API server (TokenReviews, SubjectAccessReviews, Queue patches).")

@@ -32,9 +32,14 @@ import (
 // Request bodies are bounded in size (MaxBodyBytes, MaxBatchBodyBytes), in
 // time and in number, as kube-apiserver bounds them, so a client sending
 // slowly holds little memory and cannot starve others:
-//   - every request with a body must deliver it within BodyTimeout of its
-//     headers (withBodyDeadline, for every path): the connection's read
-//     deadline, cleared once the body is read;
+//   - every request with a body must deliver it within BodyTimeout: the
+//     connection's read deadline, cleared once the body is read. It starts
+//     when the headers arrive (withBodyDeadline, for every path, so a body
+//     nobody reads is bounded too) and again once the request is authorized
+//     (startBodyDeadline), so the time TokenReview and SubjectAccessReview
+//     take is not counted against the client;
+//   - a declared Content-Length over the limit is 413 PAYLOAD_TOO_LARGE at
+//     once, before a byte of the body is read;
 //   - the body is read into a buffer that grows with the bytes that arrive,
 //     not one of the declared Content-Length;
 //   - each client identity (the authenticated user, else the remote address)
@@ -53,13 +58,18 @@ type bodyDeadlineKey struct{}
 // would cancel a long answer such as the events stream).
 func (s *Server) withBodyDeadline(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody {
-			deadline := time.Now().Add(s.opts.BodyTimeout)
-			_ = http.NewResponseController(w).SetReadDeadline(deadline)
-			r = r.WithContext(context.WithValue(r.Context(), bodyDeadlineKey{}, deadline))
-		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, s.startBodyDeadline(w, r))
 	})
+}
+
+// startBodyDeadline gives r's body, if it has one, BodyTimeout from now.
+func (s *Server) startBodyDeadline(w http.ResponseWriter, r *http.Request) *http.Request {
+	if r.Body == nil || r.Body == http.NoBody {
+		return r
+	}
+	deadline := time.Now().Add(s.opts.BodyTimeout)
+	_ = http.NewResponseController(w).SetReadDeadline(deadline)
+	return r.WithContext(context.WithValue(r.Context(), bodyDeadlineKey{}, deadline))
 }
 
 type identityKey struct{}
@@ -80,6 +90,10 @@ func withIdentity(r *http.Request, user string) *http.Request {
 // readBody reads r's body, at most limit bytes, holding one of its
 // identity's slots.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		w.Header().Set("Connection", "close") // its body is not read
+		return nil, tooLarge(limit)
+	}
 	ctx := r.Context()
 	if deadline, ok := ctx.Value(bodyDeadlineKey{}).(time.Time); ok {
 		var cancel context.CancelFunc

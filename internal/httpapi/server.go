@@ -68,8 +68,8 @@ type Options struct {
 	MaxBodyBytes, MaxBatchBodyBytes int64
 	// RequestTimeout bounds every request but the events stream (30s).
 	RequestTimeout time.Duration
-	// BodyTimeout is how long a request's body may take to arrive after its
-	// headers (10s); MaxBodyReadsPerClient how many bodies of one client
+	// BodyTimeout is how long a request's body may take to arrive once the
+	// request is authorized (10s); MaxBodyReadsPerClient how many bodies of one client
 	// identity are read at once (8). See bodyread.go.
 	BodyTimeout           time.Duration
 	MaxBodyReadsPerClient int
