@@ -56,8 +56,8 @@ type flags struct {
 	bind, certFile, keyFile, redisURL string
 	noAuth                            bool
 	auth                              httpapi.AuthOptions
-	keepAlive                         time.Duration
-	eventsQueues                      int
+	keepAlive, streamLife             time.Duration
+	eventsQueues, streamsPerClient    int
 	maxBody, maxBatchBody             int64
 	bodyTimeout                       time.Duration
 	bodyReads                         int
@@ -91,6 +91,10 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&f.keepAlive, "events-keepalive", 15*time.Second, "Interval of the events streams' keep-alive comments.")
+	flag.DurationVar(&f.streamLife, "events-max-life", 30*time.Minute,
+		"How long an events stream lasts (±10%) before the API ends it; clients resume with Last-Event-ID, on any replica.")
+	flag.IntVar(&f.streamsPerClient, "events-max-streams-per-client", 1000,
+		"How many events streams (each Wait is one) one client identity (user, or address without auth) has open on a replica; more get 429.")
 	flag.IntVar(&f.eventsQueues, "events-max-queues", 512,
 		"Queues whose events streams this replica follows at once without waiting: the events Redis client's pool (each watched queue holds one connection for its blocking read).")
 	flag.Int64Var(&f.maxBody, "max-body-bytes", 2<<20, "Largest submission body.")
@@ -194,6 +198,8 @@ func run(f flags, log *slog.Logger) error {
 		Log:                   log,
 		Registry:              reg,
 		KeepAlive:             f.keepAlive,
+		MaxStreamLife:         f.streamLife,
+		MaxStreamsPerClient:   f.streamsPerClient,
 		MaxBodyBytes:          f.maxBody,
 		MaxBatchBodyBytes:     f.maxBatchBody,
 		BodyTimeout:           f.bodyTimeout,

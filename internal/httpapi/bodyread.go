@@ -128,8 +128,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 	return buf.Bytes(), nil
 }
 
-// bodySlots bounds the concurrent body reads of each identity.
-type bodySlots struct {
+// clientSlots bounds what each identity does at once: its body reads
+// (Server.bodySlots) or its events streams (Server.streamSlots).
+type clientSlots struct {
 	max int
 	mu  sync.Mutex
 	m   map[string]*slots
@@ -140,30 +141,47 @@ type slots struct {
 	users int // readers holding or waiting for a slot; the entry goes at 0
 }
 
-func newBodySlots(max int) *bodySlots { return &bodySlots{max: max, m: map[string]*slots{}} }
+func newClientSlots(max int) *clientSlots { return &clientSlots{max: max, m: map[string]*slots{}} }
 
 // acquire takes one of id's slots, waiting until ctx is done.
-func (b *bodySlots) acquire(ctx context.Context, id string) (release func(), err error) {
-	b.mu.Lock()
-	s := b.m[id]
-	if s == nil {
-		s = &slots{sem: make(chan struct{}, b.max)}
-		b.m[id] = s
-	}
-	s.users++
-	b.mu.Unlock()
-	leave := func() {
-		b.mu.Lock()
-		if s.users--; s.users == 0 {
-			delete(b.m, id)
-		}
-		b.mu.Unlock()
-	}
+func (b *clientSlots) acquire(ctx context.Context, id string) (release func(), err error) {
+	s, leave := b.join(id)
 	select {
 	case s.sem <- struct{}{}:
 		return func() { <-s.sem; leave() }, nil
 	case <-ctx.Done():
 		leave()
 		return nil, ctx.Err()
+	}
+}
+
+// tryAcquire takes one of id's slots if one is free.
+func (b *clientSlots) tryAcquire(id string) (release func(), ok bool) {
+	s, leave := b.join(id)
+	select {
+	case s.sem <- struct{}{}:
+		return func() { <-s.sem; leave() }, true
+	default:
+		leave()
+		return nil, false
+	}
+}
+
+// join counts a user of id's slots until leave.
+func (b *clientSlots) join(id string) (s *slots, leave func()) {
+	b.mu.Lock()
+	s = b.m[id]
+	if s == nil {
+		s = &slots{sem: make(chan struct{}, b.max)}
+		b.m[id] = s
+	}
+	s.users++
+	b.mu.Unlock()
+	return s, func() {
+		b.mu.Lock()
+		if s.users--; s.users == 0 {
+			delete(b.m, id)
+		}
+		b.mu.Unlock()
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/wait"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
@@ -38,6 +39,15 @@ import (
 // entry, "0" from the oldest event kept; neither means from now. The first
 // thing the server sends is an "id:" line naming where it starts, so a client
 // that reconnects before its first event still resumes without a gap.
+//
+// A stream is bounded as kube-apiserver bounds a watch: each write must reach
+// the client within twice the keep-alive interval (a client that stops
+// reading ends its stream, goroutine and hub slot instead of holding them
+// forever); a stream ends cleanly after MaxStreamLife ±10%, with an "id:"
+// line naming where it stands, and the client resumes there with
+// Last-Event-ID, on any replica (this spreads long streams over replicas
+// after a rollout too); and each client identity has at most
+// MaxStreamsPerClient streams open on a replica.
 
 // position is where a stream stands: after event index of entry, or after
 // the whole entry when index is -1.
@@ -120,6 +130,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 			return
 		}
 	}
+	who, _ := ctx.Value(identityKey{}).(string)
+	release, ok := s.streamSlots.tryAcquire(who)
+	if !ok {
+		s.writeError(w, r, &client.Error{StatusCode: http.StatusTooManyRequests, Code: client.CodeTooManyRequests, RetryAfter: 5 * time.Second,
+			Message: "too many events streams of this client are open; close one or retry",
+			Details: map[string]any{"retry_after_s": 5, "limit": s.opts.MaxStreamsPerClient}})
+		return
+	}
+	defer release()
 	if err := s.queueExists(ctx, q); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -145,13 +164,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
+	// The connection closes with the stream: its write deadline must not
+	// outlive it into a next request on the same connection.
+	h.Set("Connection", "close")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_, _ = fmt.Fprintf(w, "id: %s\n\n", pos) // a broken stream shows at the Flush below
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: 2 * s.opts.KeepAlive}
+	_, _ = fmt.Fprintf(sw, "id: %s\n\n", pos) // a broken stream shows at the Flush below
 	if truncated {
-		_ = writeEvent(w, "", client.Event{Type: client.EventsTruncated, Time: time.Now().UTC()})
+		_ = writeEvent(sw, "", client.Event{Type: client.EventsTruncated, Time: time.Now().UTC()})
 	}
-	if rc.Flush() != nil {
+	if sw.Flush() != nil {
 		return
 	}
 
@@ -161,27 +183,59 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 	defer s.metrics.streams.Dec()
 	tick := time.NewTicker(s.opts.KeepAlive)
 	defer tick.Stop()
+	end := time.NewTimer(wait.Jitter(s.opts.MaxStreamLife, 0.1))
+	defer end.Stop()
 	for {
-		wake, sent, err := s.sendAfter(w, r, q, hb, &pos, task)
+		wake, sent, err := s.sendAfter(sw, r, q, hb, &pos, task)
 		if err != nil {
 			s.log.Debug("Events stream ended", "queue", q.String(), "error", err)
 			return
 		}
-		if sent && rc.Flush() != nil {
+		if sent && sw.Flush() != nil {
 			return
 		}
 		select {
 		case <-wake:
 		case <-tick.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+			if _, err := io.WriteString(sw, ": keep-alive\n\n"); err != nil || sw.Flush() != nil {
 				return
 			}
+		case <-end.C:
+			// Where the stream stands, also past events ?task_id= left out,
+			// so the client resumes there.
+			_, _ = fmt.Fprintf(sw, "id: %s\n\n", pos)
+			_ = sw.Flush()
+			return
 		case <-ctx.Done():
 			return
 		case <-s.hubs.done:
 			return
 		}
 	}
+}
+
+// streamWriter is an events stream's response: each write and flush must
+// reach the client within timeout (the connection's write deadline, set
+// before each), so a client that stops reading ends the stream, and one that
+// reads slowly keeps it.
+type streamWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (sw *streamWriter) Write(p []byte) (int, error) {
+	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil {
+		return 0, err
+	}
+	return sw.w.Write(p)
+}
+
+func (sw *streamWriter) Flush() error {
+	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil {
+		return err
+	}
+	return sw.rc.Flush()
 }
 
 // sendAfter writes every event after pos (those of task only, when set) and
