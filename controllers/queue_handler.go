@@ -18,11 +18,13 @@ package controllers
 
 // Queues with spec.handler.http: the worker pod is the user's app container
 // plus the delivery sidecar (the worker image in delivery mode, a native
-// sidecar), and the HandlerReachable condition from the sidecars' records.
+// sidecar), the checks of the template such a pod needs, and the
+// HandlerReachable condition from the sidecars' records.
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,6 +102,40 @@ func addDeliverySidecar(q *dtqv1alpha1.Queue, h *dtqv1alpha1.HTTPHandler, opts W
 		},
 	}
 	ps.InitContainers = append(ps.InitContainers, sidecar)
+}
+
+// handlerTemplateErrors says what in spec.workerTemplate a pod with the
+// delivery sidecar cannot run. The CRD cannot say it: workerTemplate has no
+// schema for CEL to read. The sidecar binds workerMetricsPort on every
+// address and DefaultSidecarPort on loopback, in the network namespace all
+// the pod's containers share: a container that declares either port would
+// fail to bind it and crash-loop, and with hostNetwork they are the node's
+// ports, so two workers on one node conflict.
+func handlerTemplateErrors(q *dtqv1alpha1.Queue) []string {
+	if httpHandler(q) == nil {
+		return nil
+	}
+	ps := q.Spec.WorkerTemplate.Spec
+	if len(ps.Containers) == 0 {
+		return []string{"spec.handler.http delivers to the first container of spec.workerTemplate.spec.containers, and it has none: add the app container"}
+	}
+	var errs []string
+	if ps.HostNetwork {
+		errs = append(errs, fmt.Sprintf("spec.workerTemplate.spec.hostNetwork is true: the delivery sidecar would bind ports %d and %d of the node, "+
+			"so two workers on one node conflict; HTTP-handler workers need the pod's own network", workerMetricsPort, delivery.DefaultSidecarPort))
+	}
+	for field, cs := range map[string][]corev1.Container{"containers": ps.Containers, "initContainers": ps.InitContainers} {
+		for i, c := range cs {
+			for j, p := range c.Ports {
+				if p.ContainerPort == workerMetricsPort || p.ContainerPort == delivery.DefaultSidecarPort {
+					errs = append(errs, fmt.Sprintf("spec.workerTemplate.spec.%s[%d].ports[%d].containerPort is %d: the delivery sidecar binds %d (metrics) and %d (its API) in the pod; use another port",
+						field, i, j, p.ContainerPort, workerMetricsPort, delivery.DefaultSidecarPort))
+				}
+			}
+		}
+	}
+	slices.Sort(errs)
+	return errs
 }
 
 // readinessURL is the app container's HTTP readiness probe as a loopback

@@ -27,10 +27,13 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
@@ -95,5 +98,21 @@ var _ = Describe("Queue with an HTTP handler", func() {
 		Eventually(func(g Gomega) *metav1.Condition {
 			return meta.FindStatusCondition(getQueue(q)(g).Status.Conditions, dtqv1alpha1.QueueHandlerReachable)
 		}, timeout, poll).Should(BeNil())
+	})
+
+	It("refuses a template whose container declares a port of the sidecar, naming the field", func() {
+		ns := newNamespace("handler")
+		q := testutil.MakeQueue("web", ns).Obj()
+		q.Spec.WorkerTemplate.Spec.Containers = []corev1.Container{{Name: "app", Image: "app:1",
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}, {Name: "metrics", ContainerPort: 8080}}}}
+		q.Spec.Handler = &dtqv1alpha1.QueueHandler{HTTP: &dtqv1alpha1.HTTPHandler{Port: 8000}}
+		Expect(k8sClient.Create(ctx, q)).To(Succeed())
+		Eventually(queueCondition(q, dtqv1alpha1.QueueReady), timeout, poll).Should(And(
+			HaveField("Status", BeEquivalentTo("False")),
+			HaveField("Reason", dtqv1alpha1.ReasonInvalidConfig),
+			HaveField("Message", ContainSubstring("spec.workerTemplate.spec.containers[0].ports[1].containerPort is 8080"))))
+		Consistently(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-workers"}, &appsv1.Deployment{})
+		}, time.Second, poll).Should(Satisfy(apierrors.IsNotFound), "workers were created from a template the sidecar cannot run beside")
 	})
 })
