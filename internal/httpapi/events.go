@@ -17,6 +17,7 @@ limitations under the License.
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -116,7 +117,6 @@ const eventsPage = 100
 
 // events streams the queue's events: ?task_id= keeps only one task's.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
-	ctx := r.Context()
 	from := r.Header.Get("Last-Event-ID")
 	name := "Last-Event-ID"
 	if from == "" {
@@ -130,7 +130,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 			return
 		}
 	}
-	who, _ := ctx.Value(identityKey{}).(string)
+	who, _ := r.Context().Value(identityKey{}).(string)
 	release, ok := s.streamSlots.tryAcquire(who)
 	if !ok {
 		s.writeError(w, r, &client.Error{StatusCode: http.StatusTooManyRequests, Code: client.CodeTooManyRequests, RetryAfter: 5 * time.Second,
@@ -139,26 +139,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 		return
 	}
 	defer release()
-	if err := s.queueExists(ctx, q); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	oldest, newest, err := s.b.EventBounds(ctx, q)
+	pos, truncated, err := s.startPosition(r.Context(), q, from != "", pos)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	// Resuming before the oldest entry kept: the trimmed entries between may
-	// have held events (or none: the stream records no trimmed IDs), so the
-	// client is told it may have missed some.
-	truncated := from != "" && pos.entry != "0-0" && oldest != "" && entryLess(pos.entry, oldest)
-	if from == "" {
-		pos = position{entry: newest, index: -1}
-		if newest == "" {
-			pos.entry = "0-0"
-		}
-	}
-	task := r.URL.Query().Get("task_id")
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -176,7 +161,34 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 	if sw.Flush() != nil {
 		return
 	}
+	s.follow(sw, r, q, pos, r.URL.Query().Get("task_id"))
+}
 
+// startPosition is where a stream starts: after pos when resuming, else
+// after the newest entry. truncated says that entries after pos were trimmed
+// (they may have held events, or none: the stream records no trimmed IDs), so
+// the client is told it may have missed some.
+func (s *Server) startPosition(ctx context.Context, q broker.QueueRef, resume bool, pos position) (_ position, truncated bool, _ error) {
+	if err := s.queueExists(ctx, q); err != nil {
+		return pos, false, err
+	}
+	oldest, newest, err := s.b.EventBounds(ctx, q)
+	if err != nil {
+		return pos, false, err
+	}
+	if resume {
+		return pos, pos.entry != "0-0" && oldest != "" && entryLess(pos.entry, oldest), nil
+	}
+	if newest == "" {
+		newest = "0-0"
+	}
+	return position{entry: newest, index: -1}, false, nil
+}
+
+// follow writes the events after pos (those of task only, when set) as the
+// hub reads them, and a keep-alive when idle, until a write fails, the
+// client goes, the server stops or the stream's life ends.
+func (s *Server) follow(sw *streamWriter, r *http.Request, q broker.QueueRef, pos position, task string) {
 	hb := s.hubs.subscribe(q)
 	defer s.hubs.unsubscribe(hb)
 	s.metrics.streams.Inc()
@@ -201,12 +213,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 				return
 			}
 		case <-end.C:
-			// Where the stream stands, also past events ?task_id= left out,
-			// so the client resumes there.
+			// Where the stream stands, also past events task's filter left
+			// out, so the client resumes there.
 			_, _ = fmt.Fprintf(sw, "id: %s\n\n", pos)
 			_ = sw.Flush()
 			return
-		case <-ctx.Done():
+		case <-r.Context().Done():
 			return
 		case <-s.hubs.done:
 			return
