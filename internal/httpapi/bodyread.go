@@ -74,8 +74,8 @@ func (s *Server) startBodyDeadline(w http.ResponseWriter, r *http.Request) *http
 
 type identityKey struct{}
 
-// withIdentity records who sends r, for bodySlots: user, or the remote
-// address when there is none (auth off).
+// withIdentity records who sends r, for bodySlots and streamSlots: user, or
+// the remote address when there is none (auth off).
 func withIdentity(r *http.Request, user string) *http.Request {
 	if user == "" {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -138,7 +138,7 @@ type clientSlots struct {
 
 type slots struct {
 	sem   chan struct{}
-	users int // readers holding or waiting for a slot; the entry goes at 0
+	users int // requests holding or waiting for a slot; the entry goes at 0
 }
 
 func newClientSlots(max int) *clientSlots { return &clientSlots{max: max, m: map[string]*slots{}} }
