@@ -94,9 +94,9 @@ func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (
 		return ctrl.Result{}, r.writeStatus(ctx, q, next)
 	}
 
-	if h := httpHandler(q); h != nil && len(q.Spec.WorkerTemplate.Spec.Containers) == 0 {
+	if errs := handlerTemplateErrors(q); len(errs) > 0 {
 		r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonInvalidConfig,
-			"spec.handler.http delivers to the first container of spec.workerTemplate.spec.containers, and it has none: add the app container")
+			"Invalid spec, left unapplied (Redis config and workers unchanged) until it is fixed: "+strings.Join(errs, "; "))
 		next.ObservedGeneration = q.Generation
 		return ctrl.Result{}, r.writeStatus(ctx, q, next)
 	}

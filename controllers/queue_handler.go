@@ -18,16 +18,19 @@ package controllers
 
 // Queues with spec.handler.http: the worker pod is the user's app container
 // plus the delivery sidecar (the worker image in delivery mode, a native
-// sidecar), and the HandlerReachable condition from the sidecars' records.
+// sidecar), the checks of the template such a pod needs, and the
+// HandlerReachable condition from the sidecars' records.
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -101,6 +104,40 @@ func addDeliverySidecar(q *dtqv1alpha1.Queue, h *dtqv1alpha1.HTTPHandler, opts W
 	ps.InitContainers = append(ps.InitContainers, sidecar)
 }
 
+// handlerTemplateErrors says what in spec.workerTemplate a pod with the
+// delivery sidecar cannot run. The CRD cannot say it: workerTemplate has no
+// schema for CEL to read. The sidecar binds workerMetricsPort on every
+// address and DefaultSidecarPort on loopback, in the network namespace all
+// the pod's containers share: a container that declares either port would
+// fail to bind it and crash-loop, and with hostNetwork they are the node's
+// ports, so two workers on one node conflict.
+func handlerTemplateErrors(q *dtqv1alpha1.Queue) []string {
+	if httpHandler(q) == nil {
+		return nil
+	}
+	ps := q.Spec.WorkerTemplate.Spec
+	if len(ps.Containers) == 0 {
+		return []string{"spec.handler.http delivers to the first container of spec.workerTemplate.spec.containers, and it has none: add the app container"}
+	}
+	var errs []string
+	if ps.HostNetwork {
+		errs = append(errs, fmt.Sprintf("spec.workerTemplate.spec.hostNetwork is true: the delivery sidecar would bind ports %d and %d of the node, "+
+			"so two workers on one node conflict; HTTP-handler workers need the pod's own network", workerMetricsPort, delivery.DefaultSidecarPort))
+	}
+	for field, cs := range map[string][]corev1.Container{"containers": ps.Containers, "initContainers": ps.InitContainers} {
+		for i, c := range cs {
+			for j, p := range c.Ports {
+				if p.ContainerPort == workerMetricsPort || p.ContainerPort == delivery.DefaultSidecarPort {
+					errs = append(errs, fmt.Sprintf("spec.workerTemplate.spec.%s[%d].ports[%d].containerPort is %d: the delivery sidecar binds %d (metrics) and %d (its API) in the pod; use another port",
+						field, i, j, p.ContainerPort, workerMetricsPort, delivery.DefaultSidecarPort))
+				}
+			}
+		}
+	}
+	slices.Sort(errs)
+	return errs
+}
+
 // readinessURL is the app container's HTTP readiness probe as a loopback
 // URL, "" when it has none the sidecar can call (TCP, exec, HTTPS or a port
 // name it does not declare): the sidecar then connects to the handler's port.
@@ -132,30 +169,45 @@ func readinessURL(c *corev1.Container) string {
 }
 
 // setHandlerCondition sets HandlerReachable on a Queue with an HTTP handler
-// from its workers' records: False while one of them holds delivery because
-// the app answers 404 without a verdict.
+// from its workers' records, and removes it from a Queue without one. It is
+// False while a worker holds delivery: HandlerNotFound while the app answers
+// 404 without a verdict (a wrong route, which every pod shares), else
+// AppNotReady while the app has not passed its readiness check.
 func (r *QueueReconciler) setHandlerCondition(ctx context.Context, st *dtqv1alpha1.QueueStatus, q *dtqv1alpha1.Queue) error {
 	h := httpHandler(q)
 	if h == nil {
+		meta.RemoveStatusCondition(&st.Conditions, dtqv1alpha1.QueueHandlerReachable)
 		return nil
 	}
 	ws, err := r.Engine.Workers(ctx, queueRefOf(q))
 	if err != nil {
 		return fmt.Errorf("read workers: %w", err)
 	}
-	var held []string
+	held := map[string][]string{} // hold status -> worker IDs
 	for _, w := range ws {
-		if w.Status == delivery.StatusHandlerNotFound {
-			held = append(held, w.ID)
-		}
+		held[w.Status] = append(held[w.Status], w.ID)
 	}
-	if len(held) > 0 {
+	if ids := held[delivery.StatusHandlerNotFound]; len(ids) > 0 {
 		r.setCondition(st, q, dtqv1alpha1.QueueHandlerReachable, metav1.ConditionFalse, dtqv1alpha1.ReasonHandlerNotFound,
 			fmt.Sprintf("Delivery paused on %d worker(s) (%s): the app answers 404 to tasks at 127.0.0.1:%d%s; check spec.handler.http.path and port",
-				len(held), strings.Join(held, ", "), h.Port, h.Path))
+				len(ids), strings.Join(ids, ", "), h.Port, h.Path))
+		return nil
+	}
+	if ids := held[delivery.StatusAppNotReady]; len(ids) > 0 {
+		r.setCondition(st, q, dtqv1alpha1.QueueHandlerReachable, metav1.ConditionFalse, dtqv1alpha1.ReasonAppNotReady,
+			fmt.Sprintf("Delivery held on %d of %d worker(s) (%s): the app is not ready: %s; tasks wait in the queue until it is (the %s container's log says more)",
+				len(ids), len(ws), strings.Join(ids, ", "), readinessCheck(q, h), DeliveryContainerName))
 		return nil
 	}
 	r.setCondition(st, q, dtqv1alpha1.QueueHandlerReachable, metav1.ConditionTrue, dtqv1alpha1.ReasonHandlerAnswering,
-		"No worker reports a missing route")
+		"No worker holds delivery")
 	return nil
+}
+
+// readinessCheck says which check the sidecar waits on to deliver.
+func readinessCheck(q *dtqv1alpha1.Queue, h *dtqv1alpha1.HTTPHandler) string {
+	if u := readinessURL(&q.Spec.WorkerTemplate.Spec.Containers[0]); u != "" {
+		return "its readinessProbe, GET " + u + ", does not answer 2xx or 3xx"
+	}
+	return fmt.Sprintf("nothing accepts connections on 127.0.0.1:%d (spec.handler.http.port)", h.Port)
 }

@@ -116,3 +116,57 @@ func TestHTTPHandlerPod(t *testing.T) {
 		})
 	}
 }
+
+// A template the delivery sidecar cannot run beside is named field by field:
+// a container port the sidecar binds, hostNetwork, no app container.
+func TestHandlerTemplateErrors(t *testing.T) {
+	queue := func(mod func(*corev1.PodSpec)) *dtqv1alpha1.Queue {
+		q := testutil.MakeQueue("q", "ns").Obj()
+		q.Spec.WorkerTemplate.Spec.Containers = []corev1.Container{{Name: "app", Image: "py:1",
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}}}}
+		q.Spec.Handler = &dtqv1alpha1.QueueHandler{HTTP: &dtqv1alpha1.HTTPHandler{Port: 8000}}
+		if mod != nil {
+			mod(&q.Spec.WorkerTemplate.Spec)
+		}
+		return q
+	}
+	for name, tc := range map[string]struct {
+		queue *dtqv1alpha1.Queue
+		want  []string
+	}{
+		"fine": {queue: queue(nil)},
+		"no handler: not checked": {queue: func() *dtqv1alpha1.Queue {
+			q := queue(func(ps *corev1.PodSpec) { ps.HostNetwork = true })
+			q.Spec.Handler = nil
+			return q
+		}()},
+		"no app container": {
+			queue: queue(func(ps *corev1.PodSpec) { ps.Containers = nil }),
+			want:  []string{"spec.handler.http delivers to the first container of spec.workerTemplate.spec.containers, and it has none: add the app container"},
+		},
+		"the app's metrics on 8080": {
+			queue: queue(func(ps *corev1.PodSpec) {
+				ps.Containers[0].Ports = append(ps.Containers[0].Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: 8080})
+			}),
+			want: []string{"spec.workerTemplate.spec.containers[0].ports[1].containerPort is 8080: the delivery sidecar binds 8080 (metrics) and 8081 (its API) in the pod; use another port"},
+		},
+		"another container and an init container on 8081, hostNetwork": {
+			queue: queue(func(ps *corev1.PodSpec) {
+				ps.HostNetwork = true
+				ps.Containers = append(ps.Containers, corev1.Container{Name: "proxy", Ports: []corev1.ContainerPort{{ContainerPort: 8081}}})
+				ps.InitContainers = []corev1.Container{{Name: "side", Ports: []corev1.ContainerPort{{ContainerPort: 8081}}}}
+			}),
+			want: []string{
+				"spec.workerTemplate.spec.containers[1].ports[0].containerPort is 8081: the delivery sidecar binds 8080 (metrics) and 8081 (its API) in the pod; use another port",
+				"spec.workerTemplate.spec.hostNetwork is true: the delivery sidecar would bind ports 8080 and 8081 of the node, so two workers on one node conflict; HTTP-handler workers need the pod's own network",
+				"spec.workerTemplate.spec.initContainers[0].ports[0].containerPort is 8081: the delivery sidecar binds 8080 (metrics) and 8081 (its API) in the pod; use another port",
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, handlerTemplateErrors(tc.queue)); diff != "" {
+				t.Errorf("handlerTemplateErrors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -315,9 +315,10 @@ const (
 	// QueueRedisIsolated is True when the workers reach Redis as their
 	// namespace's own ACL user, which can touch only this namespace's keys.
 	QueueRedisIsolated = "RedisIsolated"
-	// QueueHandlerReachable is False while a worker's delivery sidecar has
-	// paused delivery because the app answers 404 to every task (a wrong
-	// spec.handler.http.path or port). Set only on Queues with an HTTP handler.
+	// QueueHandlerReachable is False while a worker's delivery sidecar holds
+	// delivery: the app answers 404 to every task (a wrong
+	// spec.handler.http.path or port), or it is not ready. Set only on
+	// Queues with an HTTP handler, and removed with spec.handler.
 	QueueHandlerReachable = "HandlerReachable"
 	// QueueWorkerEnvOverridden is True when workerTemplate sets variables the
 	// operator owns (the queue's identity, the Redis credential); the
@@ -339,7 +340,11 @@ const (
 	ReasonScaledToZero        = "ScaledToZero"
 	// ReasonHandlerNotFound: the app answered 404 to every recent task.
 	ReasonHandlerNotFound = "HandlerNotFound"
-	// ReasonHandlerAnswering: no worker reports a missing route.
+	// ReasonAppNotReady: the app of a worker has not passed its readiness
+	// check (the app container's HTTP readinessProbe, else a connection to
+	// the handler's port), or refused a connection since.
+	ReasonAppNotReady = "AppNotReady"
+	// ReasonHandlerAnswering: no worker holds delivery.
 	ReasonHandlerAnswering = "HandlerAnswering"
 )
 

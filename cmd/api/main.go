@@ -56,8 +56,8 @@ type flags struct {
 	bind, certFile, keyFile, redisURL string
 	noAuth                            bool
 	auth                              httpapi.AuthOptions
-	keepAlive                         time.Duration
-	eventsQueues                      int
+	keepAlive, streamLife             time.Duration
+	eventsQueues, streamsPerClient    int
 	maxBody, maxBatchBody             int64
 	bodyTimeout                       time.Duration
 	bodyReads                         int
@@ -91,11 +91,15 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&f.keepAlive, "events-keepalive", 15*time.Second, "Interval of the events streams' keep-alive comments.")
+	flag.DurationVar(&f.streamLife, "events-max-life", 30*time.Minute,
+		"How long an events stream lasts (±10%) before the API ends it; clients resume with Last-Event-ID, on any replica.")
+	flag.IntVar(&f.streamsPerClient, "events-max-streams-per-client", 1000,
+		"How many events streams (each Wait is one) one client identity (user, or address without auth) has open on a replica; more get 429.")
 	flag.IntVar(&f.eventsQueues, "events-max-queues", 512,
 		"Queues whose events streams this replica follows at once without waiting: the events Redis client's pool (each watched queue holds one connection for its blocking read).")
 	flag.Int64Var(&f.maxBody, "max-body-bytes", 2<<20, "Largest submission body.")
 	flag.Int64Var(&f.maxBatchBody, "max-batch-body-bytes", 16<<20, "Largest batch body.")
-	flag.DurationVar(&f.bodyTimeout, "body-read-timeout", 10*time.Second, "How long a request's body may take to arrive after its headers (else 408).")
+	flag.DurationVar(&f.bodyTimeout, "body-read-timeout", 10*time.Second, "How long a request's body may take to arrive once the request is authorized (else 408).")
 	flag.IntVar(&f.bodyReads, "max-body-reads-per-client", 8,
 		"How many request bodies of one client identity (user, or address without auth) are read at once; more wait, then get 429.")
 	flag.Float64Var(&f.qps, "kube-api-qps", 50, "Queries per second to the Kubernetes API server (TokenReviews, SubjectAccessReviews, Queue patches).")
@@ -194,6 +198,8 @@ func run(f flags, log *slog.Logger) error {
 		Log:                   log,
 		Registry:              reg,
 		KeepAlive:             f.keepAlive,
+		MaxStreamLife:         f.streamLife,
+		MaxStreamsPerClient:   f.streamsPerClient,
 		MaxBodyBytes:          f.maxBody,
 		MaxBatchBodyBytes:     f.maxBatchBody,
 		BodyTimeout:           f.bodyTimeout,

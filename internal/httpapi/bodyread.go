@@ -32,9 +32,14 @@ import (
 // Request bodies are bounded in size (MaxBodyBytes, MaxBatchBodyBytes), in
 // time and in number, as kube-apiserver bounds them, so a client sending
 // slowly holds little memory and cannot starve others:
-//   - every request with a body must deliver it within BodyTimeout of its
-//     headers (withBodyDeadline, for every path): the connection's read
-//     deadline, cleared once the body is read;
+//   - every request with a body must deliver it within BodyTimeout: the
+//     connection's read deadline, cleared once the body is read. It starts
+//     when the headers arrive (withBodyDeadline, for every path, so a body
+//     nobody reads is bounded too) and again once the request is authorized
+//     (startBodyDeadline), so the time TokenReview and SubjectAccessReview
+//     take is not counted against the client;
+//   - a declared Content-Length over the limit is 413 PAYLOAD_TOO_LARGE at
+//     once, before a byte of the body is read;
 //   - the body is read into a buffer that grows with the bytes that arrive,
 //     not one of the declared Content-Length;
 //   - each client identity (the authenticated user, else the remote address)
@@ -53,19 +58,24 @@ type bodyDeadlineKey struct{}
 // would cancel a long answer such as the events stream).
 func (s *Server) withBodyDeadline(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody {
-			deadline := time.Now().Add(s.opts.BodyTimeout)
-			_ = http.NewResponseController(w).SetReadDeadline(deadline)
-			r = r.WithContext(context.WithValue(r.Context(), bodyDeadlineKey{}, deadline))
-		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, s.startBodyDeadline(w, r))
 	})
+}
+
+// startBodyDeadline gives r's body, if it has one, BodyTimeout from now.
+func (s *Server) startBodyDeadline(w http.ResponseWriter, r *http.Request) *http.Request {
+	if r.Body == nil || r.Body == http.NoBody {
+		return r
+	}
+	deadline := time.Now().Add(s.opts.BodyTimeout)
+	_ = http.NewResponseController(w).SetReadDeadline(deadline)
+	return r.WithContext(context.WithValue(r.Context(), bodyDeadlineKey{}, deadline))
 }
 
 type identityKey struct{}
 
-// withIdentity records who sends r, for bodySlots: user, or the remote
-// address when there is none (auth off).
+// withIdentity records who sends r, for bodySlots and streamSlots: user, or
+// the remote address when there is none (auth off).
 func withIdentity(r *http.Request, user string) *http.Request {
 	if user == "" {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -80,6 +90,10 @@ func withIdentity(r *http.Request, user string) *http.Request {
 // readBody reads r's body, at most limit bytes, holding one of its
 // identity's slots.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		w.Header().Set("Connection", "close") // its body is not read
+		return nil, tooLarge(limit)
+	}
 	ctx := r.Context()
 	if deadline, ok := ctx.Value(bodyDeadlineKey{}).(time.Time); ok {
 		var cancel context.CancelFunc
@@ -114,8 +128,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 	return buf.Bytes(), nil
 }
 
-// bodySlots bounds the concurrent body reads of each identity.
-type bodySlots struct {
+// clientSlots bounds what each identity does at once: its body reads
+// (Server.bodySlots) or its events streams (Server.streamSlots).
+type clientSlots struct {
 	max int
 	mu  sync.Mutex
 	m   map[string]*slots
@@ -123,33 +138,50 @@ type bodySlots struct {
 
 type slots struct {
 	sem   chan struct{}
-	users int // readers holding or waiting for a slot; the entry goes at 0
+	users int // requests holding or waiting for a slot; the entry goes at 0
 }
 
-func newBodySlots(max int) *bodySlots { return &bodySlots{max: max, m: map[string]*slots{}} }
+func newClientSlots(max int) *clientSlots { return &clientSlots{max: max, m: map[string]*slots{}} }
 
 // acquire takes one of id's slots, waiting until ctx is done.
-func (b *bodySlots) acquire(ctx context.Context, id string) (release func(), err error) {
-	b.mu.Lock()
-	s := b.m[id]
-	if s == nil {
-		s = &slots{sem: make(chan struct{}, b.max)}
-		b.m[id] = s
-	}
-	s.users++
-	b.mu.Unlock()
-	leave := func() {
-		b.mu.Lock()
-		if s.users--; s.users == 0 {
-			delete(b.m, id)
-		}
-		b.mu.Unlock()
-	}
+func (b *clientSlots) acquire(ctx context.Context, id string) (release func(), err error) {
+	s, leave := b.join(id)
 	select {
 	case s.sem <- struct{}{}:
 		return func() { <-s.sem; leave() }, nil
 	case <-ctx.Done():
 		leave()
 		return nil, ctx.Err()
+	}
+}
+
+// tryAcquire takes one of id's slots if one is free.
+func (b *clientSlots) tryAcquire(id string) (release func(), ok bool) {
+	s, leave := b.join(id)
+	select {
+	case s.sem <- struct{}{}:
+		return func() { <-s.sem; leave() }, true
+	default:
+		leave()
+		return nil, false
+	}
+}
+
+// join counts a user of id's slots until leave.
+func (b *clientSlots) join(id string) (s *slots, leave func()) {
+	b.mu.Lock()
+	s = b.m[id]
+	if s == nil {
+		s = &slots{sem: make(chan struct{}, b.max)}
+		b.m[id] = s
+	}
+	s.users++
+	b.mu.Unlock()
+	return s, func() {
+		b.mu.Lock()
+		if s.users--; s.users == 0 {
+			delete(b.m, id)
+		}
+		b.mu.Unlock()
 	}
 }

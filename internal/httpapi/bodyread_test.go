@@ -42,13 +42,23 @@ func (tokenUsers) Authorize(r *http.Request, _ Attributes) (string, error) {
 	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), nil
 }
 
+// slowUsers is tokenUsers taking d to decide, as a slow TokenReview does.
+type slowUsers struct{ d time.Duration }
+
+func (a slowUsers) Authorize(r *http.Request, at Attributes) (string, error) {
+	time.Sleep(a.d)
+	return tokenUsers{}.Authorize(r, at)
+}
+
 func bodyServer(t *testing.T, o Options) (*Server, *httptest.Server) {
 	t.Helper()
 	o.Broker = broker.New(redistest.Start(t).Client())
 	if err := o.Broker.EnsureQueue(t.Context(), broker.QueueRef{Namespace: "ns", Name: "q"}, broker.DefaultQueueConfig()); err != nil {
 		t.Fatal(err)
 	}
-	o.Auth = tokenUsers{}
+	if o.Auth == nil {
+		o.Auth = tokenUsers{}
+	}
 	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -132,33 +142,74 @@ func TestSlowBodiesHoldLittleMemory(t *testing.T) {
 func TestBodyTimeoutAndSlots(t *testing.T) {
 	s, srv := bodyServer(t, Options{BodyTimeout: 500 * time.Millisecond, MaxBodyReadsPerClient: 1})
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	answer := func(c net.Conn, status int, code string) {
-		t.Helper()
-		_ = c.SetReadDeadline(time.Now().Add(time.Minute))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		var e client.Error
-		_ = json.Unmarshal(body, &e)
-		if resp.StatusCode != status || e.Code != code {
-			t.Errorf("%d %s, want %d %s", resp.StatusCode, body, status, code)
-		}
-		if status == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
-			t.Error("429 without Retry-After")
-		}
-	}
-	answer(slowBody(t, addr, "slow", 1000), http.StatusRequestTimeout, client.CodeRequestTimeout)
+	answer(t, slowBody(t, addr, "slow", 1000), http.StatusRequestTimeout, client.CodeRequestTimeout)
 
 	release, err := s.bodySlots.acquire(t.Context(), "slow") // the client's one slot is busy
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer(slowBody(t, addr, "slow", 1000), http.StatusTooManyRequests, client.CodeTooManyRequests)
+	answer(t, slowBody(t, addr, "slow", 1000), http.StatusTooManyRequests, client.CodeTooManyRequests)
 	release()
 	waitFor(t, func() bool { return s.waiting("slow") == 0 }) // the identity's entry is gone
+}
+
+// answer reads c's response and checks its status and error code (a 429
+// must say when to retry); it reports whether the server closes c after it.
+func answer(t *testing.T, c net.Conn, status int, code string) (closes bool) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	var e client.Error
+	_ = json.Unmarshal(body, &e)
+	if resp.StatusCode != status || e.Code != code {
+		t.Errorf("%d %s, want %d %s", resp.StatusCode, body, status, code)
+	}
+	if status == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+	return resp.Close
+}
+
+// A batch that declares a body over the limit is 413 PAYLOAD_TOO_LARGE at
+// once, before its body is read or waited for (it used to wait out the body
+// deadline and get 408), and the connection closes.
+func TestDeclaredLengthOverLimit(t *testing.T) {
+	_, srv := bodyServer(t, Options{BodyTimeout: 5 * time.Second})
+	start := time.Now()
+	closes := answer(t, slowBody(t, strings.TrimPrefix(srv.URL, "http://"), "big", 900_000_000),
+		http.StatusRequestEntityTooLarge, client.CodePayloadTooLarge)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("413 after %v, want it at once", took)
+	}
+	if !closes {
+		t.Error("the connection stays open after a body left unread")
+	}
+}
+
+// The body deadline starts once the request is authorized: a batch sent at
+// once is served although TokenReview and SubjectAccessReview took longer
+// than the deadline (it used to be 408).
+func TestBodyDeadlineAfterAuthorization(t *testing.T) {
+	_, srv := bodyServer(t, Options{BodyTimeout: 500 * time.Millisecond, Auth: slowUsers{d: time.Second}})
+	body := strings.Repeat(`{"task_type":"echo","payload":{"pad":"`+strings.Repeat("x", 100)+`"}},`, 100)
+	body = `{"tasks":[` + strings.TrimSuffix(body, ",") + `]}` // beyond the server's 4 KiB read buffer
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/api/v1/namespaces/ns/queues/q/tasks:batch",
+		strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer slow-auth")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a batch sent at once, authorized in 1s with a 500ms body deadline: %d %s, want 200", resp.StatusCode, got)
+	}
 }
 
 // waitFor polls cond until it holds, failing after a minute.

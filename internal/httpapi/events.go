@@ -17,6 +17,7 @@ limitations under the License.
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/wait"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
@@ -38,6 +40,15 @@ import (
 // entry, "0" from the oldest event kept; neither means from now. The first
 // thing the server sends is an "id:" line naming where it starts, so a client
 // that reconnects before its first event still resumes without a gap.
+//
+// A stream is bounded as kube-apiserver bounds a watch: each write must reach
+// the client within twice the keep-alive interval (a client that stops
+// reading ends its stream, goroutine and hub slot instead of holding them
+// forever); a stream ends cleanly after MaxStreamLife ±10%, with an "id:"
+// line naming where it stands, and the client resumes there with
+// Last-Event-ID, on any replica (this spreads long streams over replicas
+// after a rollout too); and each client identity has at most
+// MaxStreamsPerClient streams open on a replica.
 
 // position is where a stream stands: after event index of entry, or after
 // the whole entry when index is -1.
@@ -106,7 +117,6 @@ const eventsPage = 100
 
 // events streams the queue's events: ?task_id= keeps only one task's.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {
-	ctx := r.Context()
 	from := r.Header.Get("Last-Event-ID")
 	name := "Last-Event-ID"
 	if from == "" {
@@ -120,68 +130,124 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 			return
 		}
 	}
-	if err := s.queueExists(ctx, q); err != nil {
-		s.writeError(w, r, err)
+	who, _ := r.Context().Value(identityKey{}).(string)
+	release, ok := s.streamSlots.tryAcquire(who)
+	if !ok {
+		s.writeError(w, r, &client.Error{StatusCode: http.StatusTooManyRequests, Code: client.CodeTooManyRequests, RetryAfter: 5 * time.Second,
+			Message: "too many events streams of this client are open; close one or retry",
+			Details: map[string]any{"retry_after_s": 5, "limit": s.opts.MaxStreamsPerClient}})
 		return
 	}
-	oldest, newest, err := s.b.EventBounds(ctx, q)
+	defer release()
+	pos, truncated, err := s.startPosition(r.Context(), q, from != "", pos)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	// Resuming before the oldest entry kept: the trimmed entries between may
-	// have held events (or none: the stream records no trimmed IDs), so the
-	// client is told it may have missed some.
-	truncated := from != "" && pos.entry != "0-0" && oldest != "" && entryLess(pos.entry, oldest)
-	if from == "" {
-		pos = position{entry: newest, index: -1}
-		if newest == "" {
-			pos.entry = "0-0"
-		}
-	}
-	task := r.URL.Query().Get("task_id")
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
+	// The connection closes with the stream: its write deadline must not
+	// outlive it into a next request on the same connection.
+	h.Set("Connection", "close")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_, _ = fmt.Fprintf(w, "id: %s\n\n", pos) // a broken stream shows at the Flush below
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: 2 * s.opts.KeepAlive}
+	_, _ = fmt.Fprintf(sw, "id: %s\n\n", pos) // a broken stream shows at the Flush below
 	if truncated {
-		_ = writeEvent(w, "", client.Event{Type: client.EventsTruncated, Time: time.Now().UTC()})
+		_ = writeEvent(sw, "", client.Event{Type: client.EventsTruncated, Time: time.Now().UTC()})
 	}
-	if rc.Flush() != nil {
+	if sw.Flush() != nil {
 		return
 	}
+	s.follow(sw, r, q, pos, r.URL.Query().Get("task_id"))
+}
 
+// startPosition is where a stream starts: after pos when resuming, else
+// after the newest entry. truncated says that entries after pos were trimmed
+// (they may have held events, or none: the stream records no trimmed IDs), so
+// the client is told it may have missed some.
+func (s *Server) startPosition(ctx context.Context, q broker.QueueRef, resume bool, pos position) (_ position, truncated bool, _ error) {
+	if err := s.queueExists(ctx, q); err != nil {
+		return pos, false, err
+	}
+	oldest, newest, err := s.b.EventBounds(ctx, q)
+	if err != nil {
+		return pos, false, err
+	}
+	if resume {
+		return pos, pos.entry != "0-0" && oldest != "" && entryLess(pos.entry, oldest), nil
+	}
+	if newest == "" {
+		newest = "0-0"
+	}
+	return position{entry: newest, index: -1}, false, nil
+}
+
+// follow writes the events after pos (those of task only, when set) as the
+// hub reads them, and a keep-alive when idle, until a write fails, the
+// client goes, the server stops or the stream's life ends.
+func (s *Server) follow(sw *streamWriter, r *http.Request, q broker.QueueRef, pos position, task string) {
 	hb := s.hubs.subscribe(q)
 	defer s.hubs.unsubscribe(hb)
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
 	tick := time.NewTicker(s.opts.KeepAlive)
 	defer tick.Stop()
+	end := time.NewTimer(wait.Jitter(s.opts.MaxStreamLife, 0.1))
+	defer end.Stop()
 	for {
-		wake, sent, err := s.sendAfter(w, r, q, hb, &pos, task)
+		wake, sent, err := s.sendAfter(sw, r, q, hb, &pos, task)
 		if err != nil {
 			s.log.Debug("Events stream ended", "queue", q.String(), "error", err)
 			return
 		}
-		if sent && rc.Flush() != nil {
+		if sent && sw.Flush() != nil {
 			return
 		}
 		select {
 		case <-wake:
 		case <-tick.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+			if _, err := io.WriteString(sw, ": keep-alive\n\n"); err != nil || sw.Flush() != nil {
 				return
 			}
-		case <-ctx.Done():
+		case <-end.C:
+			// Where the stream stands, also past events task's filter left
+			// out, so the client resumes there.
+			_, _ = fmt.Fprintf(sw, "id: %s\n\n", pos)
+			_ = sw.Flush()
+			return
+		case <-r.Context().Done():
 			return
 		case <-s.hubs.done:
 			return
 		}
 	}
+}
+
+// streamWriter is an events stream's response: each write and flush must
+// reach the client within timeout (the connection's write deadline, set
+// before each), so a client that stops reading ends the stream, and one that
+// reads slowly keeps it.
+type streamWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (sw *streamWriter) Write(p []byte) (int, error) {
+	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil {
+		return 0, err
+	}
+	return sw.w.Write(p)
+}
+
+func (sw *streamWriter) Flush() error {
+	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil {
+		return err
+	}
+	return sw.rc.Flush()
 }
 
 // sendAfter writes every event after pos (those of task only, when set) and

@@ -137,16 +137,21 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64,
 
 // bodyError is the answer to a body that could not be read.
 func bodyError(err error, limit int64, code string) error {
-	var tooLarge *http.MaxBytesError
+	var maxBytes *http.MaxBytesError
 	var ce *client.Error
 	switch {
 	case errors.As(err, &ce):
 		return ce
-	case errors.As(err, &tooLarge):
-		return &client.Error{StatusCode: http.StatusRequestEntityTooLarge, Code: client.CodePayloadTooLarge,
-			Message: fmt.Sprintf("request body is larger than %d bytes", limit), Details: map[string]any{"limit": limit}}
+	case errors.As(err, &maxBytes):
+		return tooLarge(limit)
 	}
 	return &client.Error{StatusCode: http.StatusBadRequest, Code: code, Message: "read body: " + err.Error()}
+}
+
+// tooLarge is the answer to a body over limit bytes.
+func tooLarge(limit int64) error {
+	return &client.Error{StatusCode: http.StatusRequestEntityTooLarge, Code: client.CodePayloadTooLarge,
+		Message: fmt.Sprintf("request body is larger than %d bytes", limit), Details: map[string]any{"limit": limit}}
 }
 
 // decodeJSON decodes body into v (see decodeBody).

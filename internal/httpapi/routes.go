@@ -107,8 +107,9 @@ func (s *Server) register() {
 	s.mux.Handle("GET "+console.Path, console.Handler())
 }
 
-// authorized checks the route's RBAC verb, then the path's names, then runs
-// the handler (with the request timeout unless it streams).
+// authorized checks the route's RBAC verb, restarts the body deadline (the
+// time authorization took is not the client's), checks the path's names, then
+// runs the handler (with the request timeout unless it streams).
 func (s *Server) authorized(rt route) http.Handler {
 	resource, sub, _ := strings.Cut(rt.res, "/")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -121,7 +122,7 @@ func (s *Server) authorized(rt route) http.Handler {
 		if !ok {
 			return
 		}
-		r = withIdentity(r, user)
+		r = withIdentity(s.startBodyDeadline(w, r), user)
 		if !validName(q.Namespace) || q.Name != "" && !validName(q.Name) {
 			s.writeError(w, r, &client.Error{StatusCode: http.StatusNotFound, Code: client.CodeQueueNotFound,
 				Message: "queue " + q.String() + " not found: namespace and queue are DNS labels"})

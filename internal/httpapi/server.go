@@ -61,15 +61,23 @@ type Options struct {
 	Log *slog.Logger
 	// Registry holds the API's metrics, served at /metrics; nil: a new one.
 	Registry *prometheus.Registry
-	// KeepAlive is the interval of the events streams' keep-alive comments (15s).
+	// KeepAlive is the interval of the events streams' keep-alive comments
+	// (15s); a stream whose client takes more than twice that to accept a
+	// write ends.
 	KeepAlive time.Duration
+	// MaxStreamLife is how long an events stream lasts, ±10% (30m); then it
+	// ends cleanly and its client resumes with Last-Event-ID.
+	MaxStreamLife time.Duration
+	// MaxStreamsPerClient is how many events streams one client identity
+	// has open at once (1000); more are 429 TOO_MANY_REQUESTS.
+	MaxStreamsPerClient int
 	// MaxBodyBytes limits a submission's body (2 MiB: a Queue's payload limit
 	// is at most 1 MiB); MaxBatchBodyBytes a batch's (16 MiB).
 	MaxBodyBytes, MaxBatchBodyBytes int64
 	// RequestTimeout bounds every request but the events stream (30s).
 	RequestTimeout time.Duration
-	// BodyTimeout is how long a request's body may take to arrive after its
-	// headers (10s); MaxBodyReadsPerClient how many bodies of one client
+	// BodyTimeout is how long a request's body may take to arrive once the
+	// request is authorized (10s); MaxBodyReadsPerClient how many bodies of one client
 	// identity are read at once (8). See bodyread.go.
 	BodyTimeout           time.Duration
 	MaxBodyReadsPerClient int
@@ -84,8 +92,9 @@ type Server struct {
 	handler http.Handler // the mux behind the request ID and the error bodies of unmatched paths
 	hubs    *hubs
 	metrics *metrics
-	// bodySlots bounds each client's concurrent body reads (bodyread.go).
-	bodySlots *bodySlots
+	// bodySlots bounds each client's concurrent body reads (bodyread.go),
+	// streamSlots its events streams (events.go).
+	bodySlots, streamSlots *clientSlots
 }
 
 // New returns a Server with every route of routes.go registered.
@@ -104,6 +113,12 @@ func New(o Options) (*Server, error) {
 	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second
+	}
+	if o.MaxStreamLife <= 0 {
+		o.MaxStreamLife = 30 * time.Minute
+	}
+	if o.MaxStreamsPerClient <= 0 {
+		o.MaxStreamsPerClient = 1000
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 2 << 20
@@ -125,7 +140,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: o, b: o.Broker, log: o.Log, mux: http.NewServeMux(), hubs: newHubs(o.Events, o.Log), metrics: m,
-		bodySlots: newBodySlots(o.MaxBodyReadsPerClient)}
+		bodySlots: newClientSlots(o.MaxBodyReadsPerClient), streamSlots: newClientSlots(o.MaxStreamsPerClient)}
 	s.register()
 	s.handler = withRequestID(s.withBodyDeadline(http.HandlerFunc(s.route)))
 	return s, nil

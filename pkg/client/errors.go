@@ -39,7 +39,7 @@ const (
 	CodeTaskTerminal          = "TASK_TERMINAL"           // 410: the task has finished
 	CodePayloadTooLarge       = "PAYLOAD_TOO_LARGE"       // 413: payload over the Queue's limit, or body over the server's
 	CodeQueueFull             = "QUEUE_FULL"              // 429: Retry-After says when to try again
-	CodeTooManyRequests       = "TOO_MANY_REQUESTS"       // 429: too many bodies of this client are being read at once; Retry-After
+	CodeTooManyRequests       = "TOO_MANY_REQUESTS"       // 429: too many bodies of this client are being read at once, or too many of its events streams are open; Retry-After
 	CodeCanceled              = "CANCELED"                // 499: the caller cancelled the request (its context)
 	CodeInternal              = "INTERNAL_ERROR"          // 500
 	CodeRedisError            = "REDIS_ERROR"             // 500: Redis refused the command (e.g. NOPERM, WRONGTYPE); retrying does not help

@@ -32,10 +32,12 @@ import (
 )
 
 // EventStream follows a queue's events (Server-Sent Events). When the
-// connection drops (an API replica restarting, a network blip) it reconnects
-// by itself, after a jittered exponential backoff (100 ms doubling to 5 s,
-// ±20%), and resumes after the last event it returned, so Next returns every
-// event once, in order, without gaps. Next is for one goroutine at a time;
+// stream ends (the server ends each after its maximum life, 30 minutes by
+// default) or the connection drops (an API replica restarting, a network
+// blip), it reconnects by itself, at once and then after a jittered
+// exponential backoff (100 ms doubling to 5 s, ±20%) while that fails, and
+// resumes after the last event it returned (or the position the server last
+// named), so Next returns every event once, in order, without gaps. Next is for one goroutine at a time;
 // Close and LastEventID may be called from any goroutine, also while Next
 // waits.
 type EventStream struct {

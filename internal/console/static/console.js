@@ -75,8 +75,9 @@ async function api(method, path, body) {
 
 // stream reads an events stream (Server-Sent Events) with fetch, which,
 // unlike EventSource, can send the Authorization header. It reconnects after
-// a break with Last-Event-ID, so no event is lost or repeated. It returns a
-// function that stops it.
+// a break or the stream's end (the API ends each after its maximum life), and
+// after a 429, with Last-Event-ID, so no event is lost or repeated. It returns
+// a function that stops it.
 function stream(path, onEvent, onState) {
   const ctl = new AbortController();
   let last = '';
@@ -91,7 +92,7 @@ function stream(path, onEvent, onState) {
           let body = null;
           try { body = await res.json(); } catch (e) { body = null; }
           onState('error', new APIError(res.status, body).message);
-          if (res.status < 500) return;
+          if (res.status < 500 && res.status !== 429) return;
         } else {
           onState('live');
           await readEvents(res.body, id => { last = id; }, onEvent);
