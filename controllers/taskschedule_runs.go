@@ -203,10 +203,9 @@ func skipped(st *dtqv1alpha1.TaskScheduleStatus, slot time.Time, reason string) 
 
 // runTrigger runs one manual run per generation of spec.triggerGeneration
 // raised since the one observed, at most MaxTriggerRunsPerReconcile (the
-// newest); it returns how many older generations ran nothing (none when it
-// fails). A run's name
-// is its generation's, so a reconcile whose status write did not land
-// creates none twice.
+// newest), and returns how many older generations ran nothing (none when it
+// fails). A run is named after its generation, so a reconcile whose status
+// write did not land creates none twice.
 func (r *TaskScheduleReconciler) runTrigger(ctx context.Context, ts *dtqv1alpha1.TaskSchedule, next *dtqv1alpha1.TaskScheduleStatus,
 	runs scheduleRuns) (collapsed int64, err error) {
 	gen := ts.Spec.TriggerGeneration
