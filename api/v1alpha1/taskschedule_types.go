@@ -263,8 +263,8 @@ const (
 	ReasonSuspended       = "Suspended"
 	// ReasonRunCreationFailed: the API server refused a run's Task (a
 	// ResourceQuota, an admission policy); the condition's message and a
-	// Warning Event say why. The slot is retried until it is older than
-	// startingDeadlineSeconds.
+	// Warning Event say why. The slot is tried again with backoff; once it
+	// is late, catchUp and startingDeadlineSeconds decide whether it runs.
 	ReasonRunCreationFailed = "RunCreationFailed"
 
 	// Reasons of status.lastSkipReason and of the schedule's Events.
