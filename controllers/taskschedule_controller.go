@@ -18,10 +18,13 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,7 +43,7 @@ import (
 // jumps happen: a slot's Task has a name derived from the slot
 // (runName), so etcd refuses a second one (AlreadyExists, taken as done), and
 // the idempotency key schedule/<uid>/<slot> (runKey), so Redis refuses to run
-// a second one should the first be deleted meanwhile. status.lastScheduleTime,
+// a second one should the first be deleted meanwhile. status.lastHandledSlot,
 // the newest slot handled, is written after the Tasks, with the resourceVersion
 // read (optimistic concurrency): a manager that lost the race re-reads and
 // finds nothing left to do, and no slot at or before it is handled again.
@@ -80,37 +83,49 @@ func (r *TaskScheduleReconciler) reconcile(ctx context.Context, ts *dtqv1alpha1.
 	now := r.Clock.Now()
 	next := ts.Status.DeepCopy()
 	next.ObservedGeneration = ts.Generation
-	if ts.Status.ObservedGeneration == 0 {
-		// A triggerGeneration the schedule was created with runs nothing.
+	if ts.Generation == 1 {
+		// The spec is as created: a triggerGeneration it was created with
+		// runs nothing. (A status not yet written says nothing: the first
+		// write may have conflicted with a raise.)
 		next.ObservedTriggerGeneration = ts.Spec.TriggerGeneration
-	}
-	sched, err := schedule.Parse(ts.Spec.Schedule, string(ts.Spec.TimeZone))
-	if err != nil {
-		setScheduleReady(next, ts, false, dtqv1alpha1.ReasonInvalidSchedule, err.Error())
-		next.NextScheduleTime = nil
-		return ctrl.Result{}, r.writeStatus(ctx, ts, next)
 	}
 	runs, err := r.listRuns(ctx, ts)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	plan := planSlots(sched, &ts.Spec, scheduleCursor(ts), now, runs.slots(ts))
-	if err := r.runSlots(ctx, ts, next, runs, plan); err != nil {
-		return ctrl.Result{}, err
+	sched, err := schedule.Parse(ts.Spec.Schedule, string(ts.Spec.TimeZone))
+	if err != nil {
+		// The slots that pass meanwhile are counted when it parses again
+		// (planInvalid); a manual trigger still runs.
+		setScheduleReady(next, ts, false, dtqv1alpha1.ReasonInvalidSchedule, err.Error())
+		next.NextScheduleTime = nil
+		if _, err := r.runTrigger(ctx, ts, next, runs); err != nil {
+			return r.runFailed(ctx, ts, next, err)
+		}
+		return ctrl.Result{}, r.writeStatus(ctx, ts, next)
 	}
-	if err := r.runTrigger(ctx, ts, next, runs); err != nil {
-		return ctrl.Result{}, err
+	cursor := scheduleCursor(ts)
+	var plan slotPlan
+	if wasInvalid(ts) {
+		plan = planInvalid(sched, cursor, now)
+	} else {
+		plan = planSlots(sched, &ts.Spec, cursor, now, runs.slots(ts))
+	}
+	// After a backwards clock jump the cursor is ahead of now: nothing is
+	// due before the slot after it.
+	nextSlot := sched.Next(later(plan.cursorOr(cursor), now))
+	if err := r.runSlots(ctx, ts, next, runs, plan); err != nil {
+		r.setObserved(next, ts, runs, nextSlot)
+		return r.runFailed(ctx, ts, next, err)
+	}
+	collapsed, err := r.runTrigger(ctx, ts, next, runs)
+	if err != nil {
+		r.setObserved(next, ts, runs, nextSlot)
+		return r.runFailed(ctx, ts, next, err)
 	}
 	if err := r.pruneHistory(ctx, ts, runs); err != nil {
 		return ctrl.Result{}, err
 	}
-	cursor := scheduleCursor(ts)
-	if !plan.cursor.IsZero() {
-		cursor = plan.cursor
-	}
-	// After a backwards clock jump the cursor is ahead of now: nothing is
-	// due before the slot after it.
-	nextSlot := sched.Next(later(cursor, now))
 	r.setObserved(next, ts, runs, nextSlot)
 	if err := r.writeStatus(ctx, ts, next); err != nil {
 		if apierrors.IsConflict(err) {
@@ -120,17 +135,62 @@ func (r *TaskScheduleReconciler) reconcile(ctx context.Context, ts *dtqv1alpha1.
 		}
 		return ctrl.Result{}, err
 	}
+	r.recordSkips(ts, plan, collapsed)
 	if !nextSlot.IsZero() {
 		r.wakeups.at(ts, nextSlot)
 	}
 	return ctrl.Result{}, nil
 }
 
-// scheduleCursor is the newest slot handled: status.lastScheduleTime, or the
+// runFailed reports a run whose Task the API server refused: Ready=False
+// (RunCreationFailed, unless the schedule is invalid, which Ready keeps
+// saying) with the refusal, a Warning Event, and the status of what was done
+// before it. The error goes back to the work queue, which tries again with
+// backoff.
+func (r *TaskScheduleReconciler) runFailed(ctx context.Context, ts *dtqv1alpha1.TaskSchedule, next *dtqv1alpha1.TaskScheduleStatus,
+	err error) (ctrl.Result, error) {
+	var failed *runCreationError
+	if !errors.As(err, &failed) {
+		return ctrl.Result{}, err
+	}
+	if c := meta.FindStatusCondition(next.Conditions, dtqv1alpha1.TaskScheduleReady); c == nil || c.Reason != dtqv1alpha1.ReasonInvalidSchedule {
+		setScheduleReady(next, ts, false, dtqv1alpha1.ReasonRunCreationFailed, failed.Error())
+	}
+	r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, dtqv1alpha1.ReasonRunCreationFailed, "Run", "%s", failed.Error())
+	if werr := r.writeStatus(ctx, ts, next); werr != nil {
+		return ctrl.Result{}, errors.Join(err, werr)
+	}
+	return ctrl.Result{}, err
+}
+
+// recordSkips emits the Warning Events of a plan's missed slots and of
+// collapsed trigger generations, once the status that counts them is written
+// (a reconcile whose write conflicts plans again, and would say it twice).
+func (r *TaskScheduleReconciler) recordSkips(ts *dtqv1alpha1.TaskSchedule, plan slotPlan, collapsed int64) {
+	if plan.missed > 0 {
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, dtqv1alpha1.ReasonMissedDeadline, "Skip",
+			"Missed %d slot(s), the newest at %s: reached late, past startingDeadlineSeconds or not picked by the catch-up policy; catch-up ran %d",
+			plan.missed, plan.lastSkipped.UTC().Format(time.RFC3339), plan.caughtUp)
+	}
+	if collapsed > 0 {
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, dtqv1alpha1.ReasonTriggersCollapsed, "Trigger",
+			"triggerGeneration rose by more than %d: ran the newest %d generations, not the %d before them",
+			dtqv1alpha1.MaxTriggerRunsPerReconcile, dtqv1alpha1.MaxTriggerRunsPerReconcile, collapsed)
+	}
+}
+
+// wasInvalid reports whether the status last written says the schedule did
+// not parse.
+func wasInvalid(ts *dtqv1alpha1.TaskSchedule) bool {
+	c := meta.FindStatusCondition(ts.Status.Conditions, dtqv1alpha1.TaskScheduleReady)
+	return c != nil && c.Reason == dtqv1alpha1.ReasonInvalidSchedule
+}
+
+// scheduleCursor is the newest slot handled: status.lastHandledSlot, or the
 // schedule's creation (its first slot is the first one after it).
 func scheduleCursor(ts *dtqv1alpha1.TaskSchedule) time.Time {
-	if ts.Status.LastScheduleTime != nil {
-		return ts.Status.LastScheduleTime.Time
+	if ts.Status.LastHandledSlot != nil {
+		return ts.Status.LastHandledSlot.Time
 	}
 	return ts.CreationTimestamp.Time
 }

@@ -126,6 +126,7 @@ func expectOnePerSlot(ts *dtqv1alpha1.TaskSchedule, first, last time.Time) {
 	Expect(st.MissedSlots).To(BeZero())
 	Expect(st.SkippedSlots).To(BeZero())
 	Expect(st.LastScheduleTime.Time).To(BeTemporally("==", last))
+	Expect(st.LastHandledSlot.Time).To(BeTemporally("==", last))
 }
 
 // waitSlot waits for a Task of the slot, found by its annotation (not by
@@ -158,16 +159,19 @@ func stepSlots(ts *dtqv1alpha1.TaskSchedule, clock *clocktesting.FakeClock, firs
 	GinkgoWriter.Printf("%d slots, %d manager restarts\n", n, restarts)
 }
 
-var _ = Describe("TaskSchedule", func() {
-	BeforeEach(func() {
-		// A restarted manager syncs its caches first: allow for it.
-		SetDefaultEventuallyTimeout(timeout)
-		SetDefaultEventuallyPollingInterval(poll)
-		DeferCleanup(func() {
-			SetDefaultEventuallyTimeout(time.Second)
-			SetDefaultEventuallyPollingInterval(10 * time.Millisecond)
-		})
+// useScheduleTimeouts lengthens Eventually for the spec: a restarted manager
+// syncs its caches first.
+func useScheduleTimeouts() {
+	SetDefaultEventuallyTimeout(timeout)
+	SetDefaultEventuallyPollingInterval(poll)
+	DeferCleanup(func() {
+		SetDefaultEventuallyTimeout(time.Second)
+		SetDefaultEventuallyPollingInterval(10 * time.Millisecond)
 	})
+}
+
+var _ = Describe("TaskSchedule", func() {
+	BeforeEach(useScheduleTimeouts)
 
 	It("makes exactly one Task per slot over 100 slots while the manager restarts at random points", func() {
 		stopTheManager()
@@ -181,8 +185,8 @@ var _ = Describe("TaskSchedule", func() {
 		stepSlots(ts, clock, first, 100, 0.2, func() { stop(); stop = startManagerWith(Options{Clock: clock}) })
 
 		last := first.Add(100 * time.Minute)
-		Eventually(func(g Gomega) { g.Expect(scheduleStatus(ts)(g).LastScheduleTime).NotTo(BeNil()) }).Should(Succeed())
-		Eventually(func(g Gomega) time.Time { return scheduleStatus(ts)(g).LastScheduleTime.Time }).Should(BeTemporally("==", last))
+		Eventually(func(g Gomega) { g.Expect(scheduleStatus(ts)(g).LastHandledSlot).NotTo(BeNil()) }).Should(Succeed())
+		Eventually(func(g Gomega) time.Time { return scheduleStatus(ts)(g).LastHandledSlot.Time }).Should(BeTemporally("==", last))
 		expectOnePerSlot(ts, first, last)
 
 		By("jumping the clock back an hour: nothing fires again")
@@ -194,13 +198,13 @@ var _ = Describe("TaskSchedule", func() {
 		}
 		Consistently(func(g Gomega) int { return len(runsOf(ts)(g)) }, 2*time.Second).Should(Equal(101))
 		st := scheduleStatus(ts)(Default)
-		Expect(st.LastScheduleTime.Time).To(BeTemporally("==", last))
+		Expect(st.LastHandledSlot.Time).To(BeTemporally("==", last))
 		Expect(st.NextScheduleTime.Time).To(BeTemporally("==", last.Add(time.Minute)))
 
 		By("the clock back at the next slot: that slot, once")
 		clock.SetTime(last.Add(time.Minute + time.Second))
 		Eventually(runsOf(ts)).Should(HaveKey(runName(ts, last.Add(time.Minute))))
-		Eventually(func(g Gomega) time.Time { return scheduleStatus(ts)(g).LastScheduleTime.Time }).
+		Eventually(func(g Gomega) time.Time { return scheduleStatus(ts)(g).LastHandledSlot.Time }).
 			Should(BeTemporally("==", last.Add(time.Minute)))
 		expectOnePerSlot(ts, first, last.Add(time.Minute))
 	})
@@ -221,8 +225,8 @@ var _ = Describe("TaskSchedule", func() {
 		last := first.Add(100 * time.Minute)
 		Eventually(func(g Gomega) time.Time {
 			st := scheduleStatus(ts)(g)
-			g.Expect(st.LastScheduleTime).NotTo(BeNil())
-			return st.LastScheduleTime.Time
+			g.Expect(st.LastHandledSlot).NotTo(BeNil())
+			return st.LastHandledSlot.Time
 		}).Should(BeTemporally("==", last))
 		expectOnePerSlot(ts, first, last)
 	})
@@ -245,6 +249,10 @@ var _ = Describe("TaskSchedule", func() {
 			g.Expect(st.ActiveCount).To(Equal(int32(1)))
 		}).Should(Succeed())
 		Expect(runsOf(ts)(Default)).To(HaveLen(1))
+		By("lastScheduleTime is the newest run's slot, as a CronJob's; lastHandledSlot the skipped one")
+		st := scheduleStatus(ts)(Default)
+		Expect(st.LastScheduleTime.Time).To(BeTemporally("==", first))
+		Expect(st.LastHandledSlot.Time).To(BeTemporally("==", first.Add(time.Minute)))
 
 		By("cancelling the run: the next slot runs")
 		Expect(k8sClient.Patch(ctx, &dtqv1alpha1.Task{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: runName(ts, first)}},
@@ -277,7 +285,30 @@ var _ = Describe("TaskSchedule", func() {
 			Should(ConsistOf(HaveField("Name", runName(ts, first.Add(time.Minute)))))
 	})
 
-	It("after a 10-slot outage runs 0 under Skip, 1 under RunLatest, 3 under RunAll with maxRuns 3", func() {
+	It("starts no slot older than startingDeadlineSeconds, whatever the catch-up policy, as a CronJob", func() {
+		stopTheManager()
+		ns := newNamespace("sched-deadline")
+		ts := newSchedule(ns, "deadline")
+		ts.Spec.CatchUp = &dtqv1alpha1.CatchUp{Policy: dtqv1alpha1.CatchUpRunAll, MaxRuns: 3}
+		ts.Spec.StartingDeadlineSeconds = ptr.To(int64(30))
+		clock, first := createSchedule(ts)
+		stop := startManagerWith(Options{Clock: clock})
+		Eventually(runsOf(ts)).Should(HaveKey(runName(ts, first)))
+		Eventually(func(g Gomega) *metav1.Time { return scheduleStatus(ts)(g).LastHandledSlot }).Should(HaveField("Time", BeTemporally("==", first)))
+		stop()
+
+		By("ten slots pass while no manager runs; the newest is 40s late")
+		clock.SetTime(first.Add(10*time.Minute + 40*time.Second))
+		DeferCleanup(startManagerWith(Options{Clock: clock}))
+		Eventually(func(g Gomega) int64 { return scheduleStatus(ts)(g).MissedSlots }).Should(Equal(int64(10)))
+		Consistently(func(g Gomega) int { return len(runsOf(ts)(g)) }, time.Second).Should(Equal(1))
+		st := scheduleStatus(ts)(Default)
+		Expect(st.Runs).To(Equal(int64(1)))
+		Expect(st.LastScheduleTime.Time).To(BeTemporally("==", first))
+		Expect(st.LastHandledSlot.Time).To(BeTemporally("==", first.Add(10*time.Minute)))
+	})
+
+	It("after a 10-slot outage runs the on-time slot and 0 late ones under Skip, 1 under RunLatest, 3 under RunAll with maxRuns 3", func() {
 		expectOutage("sched-outage", false)
 	})
 
@@ -350,13 +381,14 @@ var _ = Describe("TaskSchedule", func() {
 })
 
 // expectOutage runs three every-minute schedules (Skip, RunLatest, RunAll
-// with maxRuns 3) to their first slot, stops the manager, lets ten slots pass
-// and starts it again: the newest slot is 40s late with a 30s deadline, so
-// the policies run 0, 1 and 3 of the ten and count the others missed, in
-// status and in one Warning Event each. With killedMidSlot the manager stopped
-// later, in the second slot, after creating its Task but before writing the
-// cursor (the Task is created here as the controller does): that slot counts
-// as run, and the outage is the ten slots after it.
+// with maxRuns 3) without a starting deadline to their first slot, stops the
+// manager, lets ten slots pass and starts it again 40s after the newest: that
+// one is on time and runs, and of the nine late ones the policies run 0, 1
+// and 3 and count the others missed, in status and in one Warning Event each.
+// With killedMidSlot the manager stopped later, in the second slot, after
+// creating its Task but before writing the cursor (the Task is created here
+// as the controller does): that slot counts as run, and the outage is the
+// ten slots after it.
 func expectOutage(nsPrefix string, killedMidSlot bool) {
 	stopTheManager()
 	ns := newNamespace(nsPrefix)
@@ -369,9 +401,6 @@ func expectOutage(nsPrefix string, killedMidSlot bool) {
 	for _, p := range []dtqv1alpha1.CatchUpPolicy{dtqv1alpha1.CatchUpSkip, dtqv1alpha1.CatchUpRunLatest, dtqv1alpha1.CatchUpRunAll} {
 		ts := newSchedule(ns, map[dtqv1alpha1.CatchUpPolicy]string{"Skip": "skip", "RunLatest": "run-latest", "RunAll": "run-all"}[p])
 		ts.Spec.CatchUp = &dtqv1alpha1.CatchUp{Policy: p, MaxRuns: 3}
-		// Every minute has a slot within a 60s deadline of any time; 30s
-		// leaves the moment the managers come back with none on time.
-		ts.Spec.StartingDeadlineSeconds = ptr.To(int64(30))
 		c, f := createSchedule(ts)
 		if clock == nil {
 			clock, first = c, f
@@ -385,8 +414,8 @@ func expectOutage(nsPrefix string, killedMidSlot bool) {
 		// behind it would make the outage eleven slots.
 		Eventually(func(g Gomega) time.Time {
 			st := scheduleStatus(ts)(g)
-			g.Expect(st.LastScheduleTime).NotTo(BeNil())
-			return st.LastScheduleTime.Time
+			g.Expect(st.LastHandledSlot).NotTo(BeNil())
+			return st.LastHandledSlot.Time
 		}).Should(BeTemporally("==", first))
 	}
 	stop()
@@ -406,20 +435,21 @@ func expectOutage(nsPrefix string, killedMidSlot bool) {
 		}
 	}
 
-	By("ten slots pass while no manager runs; the newest is 40s late")
+	By("ten slots pass while no manager runs; the newest is 40s old, on time")
 	newest := lastRun.Add(10 * time.Minute)
 	clock.SetTime(newest.Add(40 * time.Second))
 	DeferCleanup(startManagerWith(Options{Clock: clock}))
 	for p, ts := range schedules {
-		missed := 10 - policies[p]
+		missed := 9 - policies[p]
 		Eventually(func(g Gomega) int64 { return scheduleStatus(ts)(g).MissedSlots }).Should(Equal(int64(missed)), string(p))
-		Consistently(func(g Gomega) int { return len(runsOf(ts)(g)) }, time.Second).Should(Equal(ran+policies[p]), string(p))
+		Consistently(func(g Gomega) int { return len(runsOf(ts)(g)) }, time.Second).Should(Equal(ran+1+policies[p]), string(p))
 		st := scheduleStatus(ts)(Default)
-		Expect(st.Runs).To(Equal(int64(ran+policies[p])), string(p))
+		Expect(st.Runs).To(Equal(int64(ran+1+policies[p])), string(p))
 		Expect(st.LastSkipReason).To(Equal(dtqv1alpha1.ReasonMissedDeadline))
 		Expect(st.LastScheduleTime.Time).To(BeTemporally("==", newest))
+		Expect(st.LastHandledSlot.Time).To(BeTemporally("==", newest))
 		runs := runsOf(ts)(Default)
-		for i := range policies[p] {
+		for i := range policies[p] + 1 {
 			Expect(runs).To(HaveKey(runName(ts, newest.Add(-time.Duration(i)*time.Minute))), "%s runs the newest", p)
 		}
 		Eventually(func(g Gomega) []string {
@@ -438,7 +468,7 @@ func expectOutage(nsPrefix string, killedMidSlot bool) {
 	By("the missed-slots metric says the same")
 	want := map[string]float64{}
 	for p, n := range policies {
-		want["dtq_schedule_missed_slots_total{schedule="+names[p]+"}"] = float64(10 - n)
+		want["dtq_schedule_missed_slots_total{schedule="+names[p]+"}"] = float64(9 - n)
 	}
 	mfs, err := ctrlmetrics.Registry.Gather()
 	Expect(err).NotTo(HaveOccurred())

@@ -32,7 +32,7 @@ var (
 	scheduleRunsDesc = prometheus.NewDesc("dtq_schedule_runs_total",
 		"Slots of the TaskSchedule that ran (status.runs).", scheduleLabels, nil)
 	scheduleMissedDesc = prometheus.NewDesc("dtq_schedule_missed_slots_total",
-		"Slots reached later than startingDeadlineSeconds that the catch-up policy did not run (status.missedSlots).",
+		"Late slots not run: older than startingDeadlineSeconds, or not picked by the catch-up policy (status.missedSlots).",
 		scheduleLabels, nil)
 	scheduleSkippedDesc = prometheus.NewDesc("dtq_schedule_skipped_slots_total",
 		"Slots not run by choice: suspended, or concurrencyPolicy Forbid with a run unfinished (status.skippedSlots).",

@@ -25,12 +25,10 @@ import (
 )
 
 const (
-	defaultStartingDeadline = 60 * time.Second
-	defaultCatchUpMaxRuns   = 10
-	// maxOnTimeSlots bounds the slots one reconcile runs on time (a
-	// startingDeadlineSeconds much longer than the interval); older ones
-	// are missed.
-	maxOnTimeSlots = 100
+	// onTimeWindow is how late a slot may be reached and still be on time
+	// (startingDeadlineSeconds, when shorter, is the window): at most a
+	// minute, so at most one slot of a cron expression is on time.
+	onTimeWindow = time.Minute
 	// maxSlotsCounted bounds the slots one reconcile walks (a year of
 	// minutes is about half of it); the next reconcile goes on from there.
 	maxSlotsCounted = 1_000_000
@@ -44,45 +42,53 @@ type slotPlan struct {
 	// caughtUp counts the late slots in run that have no run yet, the ones
 	// the catch-up policy picked.
 	caughtUp int
-	// missed counts the late slots the catch-up policy does not run;
-	// suspended counts the slots that passed while suspended.
-	missed, suspended int64
-	// lastSkipped is the newest slot missed or suspended.
+	// missed counts the late slots not run: older than
+	// startingDeadlineSeconds, or not picked by the catch-up policy.
+	missed int64
+	// skipped counts the slots that passed while suspended (skipReason
+	// Suspended) or while the schedule was invalid (InvalidSchedule).
+	skipped    int64
+	skipReason string
+	// lastSkipped is the newest slot missed or skipped.
 	lastSkipped time.Time
 	// cursor is the newest slot handled; zero when there was none.
 	cursor time.Time
 }
 
+// cursorOr is the plan's cursor, or prev when the plan handled no slot.
+func (p slotPlan) cursorOr(prev time.Time) time.Time {
+	if p.cursor.IsZero() {
+		return prev
+	}
+	return p.cursor
+}
+
 // planSlots splits the slots in (cursor, now] into the ones to run and the
-// ones missed. A slot is on time while now is within startingDeadlineSeconds
-// of it: on-time slots run. Older ones are late, and the catch-up policy
-// picks which of them run: none (Skip), the newest (RunLatest) or the newest
-// maxRuns (RunAll). While suspended no slot runs (a slot whose run exists
-// is counted as run, not suspended).
+// ones missed. A slot reached within a minute of its time (or within
+// startingDeadlineSeconds, if shorter) is on time, and runs. Older ones are
+// late: those older than startingDeadlineSeconds are missed, as a CronJob
+// misses them, and of the others the catch-up policy picks which run: none
+// (Skip), the newest (RunLatest) or the newest maxRuns (RunAll). While
+// suspended no slot runs (a slot whose run exists is counted as run, not
+// suspended).
 //
 // ran are the slots whose run Task exists. A late slot among them was
 // handled by a reconcile whose cursor write did not land (its manager
 // stopped in between): the late slots up to the newest such one are taken as
 // that reconcile left them, those with a run ran and the others were missed,
-// and the catch-up policy applies only to the late slots after it, as if the
+// and the rules above apply only to the late slots after it, as if the
 // cursor had been written. Pure: the same input gives every manager the same
 // plan.
 func planSlots(s *schedule.Schedule, spec *dtqv1alpha1.TaskScheduleSpec, cursor, now time.Time, ran []time.Time) slotPlan {
-	deadline := defaultStartingDeadline
+	window := onTimeWindow
+	var expiredUntil time.Time // late slots at or before it are past the deadline; zero: no deadline
 	if spec.StartingDeadlineSeconds != nil {
-		deadline = time.Duration(*spec.StartingDeadlineSeconds) * time.Second
-	}
-	policy, maxRuns := dtqv1alpha1.CatchUpRunLatest, int32(defaultCatchUpMaxRuns)
-	if spec.CatchUp != nil {
-		if spec.CatchUp.Policy != "" {
-			policy = spec.CatchUp.Policy
-		}
-		if spec.CatchUp.MaxRuns > 0 {
-			maxRuns = spec.CatchUp.MaxRuns
-		}
+		deadline := time.Duration(*spec.StartingDeadlineSeconds) * time.Second
+		window = min(window, deadline)
+		expiredUntil = now.Add(-deadline)
 	}
 	keepLate := 0
-	switch policy {
+	switch policy, maxRuns := catchUpOf(spec); policy {
 	case dtqv1alpha1.CatchUpRunLatest:
 		keepLate = 1
 	case dtqv1alpha1.CatchUpRunAll:
@@ -90,7 +96,7 @@ func planSlots(s *schedule.Schedule, spec *dtqv1alpha1.TaskScheduleSpec, cursor,
 	}
 
 	var p slotPlan
-	lateUntil := now.Add(-deadline)
+	lateUntil := now.Add(-window)
 	if handled := handledSlots(s, ran, cursor, lateUntil); len(handled) > 0 {
 		p.takeHandled(s, cursor, handled)
 		cursor = p.cursor
@@ -100,7 +106,7 @@ func planSlots(s *schedule.Schedule, spec *dtqv1alpha1.TaskScheduleSpec, cursor,
 	var onTime []time.Time
 	nOnTime := 0
 	if nLate < maxSlotsCounted { // else the next reconcile goes on from late's newest
-		onTime, nOnTime = s.Slots(later(cursor, lateUntil), now, maxOnTimeSlots, maxSlotsCounted)
+		onTime, nOnTime = s.Slots(later(cursor, lateUntil), now, maxSlotsCounted, maxSlotsCounted)
 	}
 	switch {
 	case nOnTime > 0:
@@ -116,25 +122,52 @@ func planSlots(s *schedule.Schedule, spec *dtqv1alpha1.TaskScheduleSpec, cursor,
 		// edit of the object): it ran, like a handled late slot.
 		ranOnTime := handledSlots(s, ran, later(cursor, lateUntil), now)
 		p.run = append(p.run, ranOnTime...)
-		p.suspended = int64(nLate + nOnTime - len(ranOnTime))
+		p.skipped = int64(nLate + nOnTime - len(ranOnTime))
 		for _, t := range slices.Backward(append(slices.Clone(late), onTime...)) {
 			if !slices.Contains(ranOnTime, t) {
-				p.lastSkipped = t
+				p.lastSkipped, p.skipReason = t, dtqv1alpha1.ReasonSuspended
 				break
 			}
 		}
 		return p
 	}
 	runLate := late[len(late)-min(keepLate, len(late)):]
+	for len(runLate) > 0 && !runLate[0].After(expiredUntil) {
+		runLate = runLate[1:] // past startingDeadlineSeconds: missed, whatever the policy
+	}
 	p.caughtUp = len(runLate)
 	p.run = append(append(p.run, runLate...), onTime...)
 	if missed := nLate - len(runLate); missed > 0 {
 		p.missed += int64(missed)
 		p.lastSkipped = late[len(late)-len(runLate)-1]
 	}
-	// On-time slots beyond maxOnTimeSlots are missed too (the oldest ones).
-	p.missed += int64(nOnTime - len(onTime))
 	return p
+}
+
+// planInvalid counts the slots in (cursor, now] as skipped with reason
+// InvalidSchedule: they passed while the schedule could not be parsed, and
+// fixing it runs none of them (as resuming runs no suspended slot).
+func planInvalid(s *schedule.Schedule, cursor, now time.Time) slotPlan {
+	newest, n := s.Slots(cursor, now, 1, maxSlotsCounted)
+	if n == 0 {
+		return slotPlan{}
+	}
+	t := newest[len(newest)-1]
+	return slotPlan{skipped: int64(n), skipReason: dtqv1alpha1.ReasonInvalidSchedule, lastSkipped: t, cursor: t}
+}
+
+// catchUpOf is the spec's catch-up policy and RunAll bound, defaulted.
+func catchUpOf(spec *dtqv1alpha1.TaskScheduleSpec) (dtqv1alpha1.CatchUpPolicy, int32) {
+	policy, maxRuns := dtqv1alpha1.CatchUpRunLatest, int32(dtqv1alpha1.DefaultCatchUpMaxRuns)
+	if spec.CatchUp != nil {
+		if spec.CatchUp.Policy != "" {
+			policy = spec.CatchUp.Policy
+		}
+		if spec.CatchUp.MaxRuns > 0 {
+			maxRuns = spec.CatchUp.MaxRuns
+		}
+	}
+	return policy, maxRuns
 }
 
 // handledSlots are the slots of ran in (cursor, lateUntil], oldest first:

@@ -60,7 +60,7 @@ func desiredRunTask(ts *dtqv1alpha1.TaskSchedule, slot time.Time, trigger int64)
 	tpl := &ts.Spec.Template
 	labels := map[string]string{}
 	for k, v := range tpl.Labels {
-		labels[k] = v
+		labels[k] = string(v)
 	}
 	labels[LabelSchedule] = ts.Name
 	t := &dtqv1alpha1.Task{
@@ -82,6 +82,11 @@ func desiredRunTask(ts *dtqv1alpha1.TaskSchedule, slot time.Time, trigger int64)
 	if ts.Spec.Jitter != nil {
 		if d := schedule.Jitter(string(ts.UID), slot, ts.Spec.Jitter.Duration); d > 0 {
 			t.Spec.NotBefore = &metav1.Time{Time: slot.Add(d)}
+			if tpl.TTL != nil {
+				// A Task's ttl counts from its creation, at the slot or
+				// later: the run gets at least ttl after its notBefore.
+				t.Spec.TTL = &metav1.Duration{Duration: tpl.TTL.Duration + d}
+			}
 		}
 	}
 	return t
@@ -129,29 +134,39 @@ func (runs scheduleRuns) active() []*dtqv1alpha1.Task {
 	return out
 }
 
-// runSlots applies plan: counts the missed and suspended slots and runs the
-// others under the concurrency policy.
+// runCreationError is a run's Task the API server refused (a ResourceQuota,
+// an admission policy): the schedule reports it (Ready=False, reason
+// RunCreationFailed) and tries again.
+type runCreationError struct {
+	run string
+	err error
+}
+
+func (e *runCreationError) Error() string { return fmt.Sprintf("create run %s: %v", e.run, e.err) }
+func (e *runCreationError) Unwrap() error { return e.err }
+
+// runSlots applies plan: counts the missed and skipped slots and runs the
+// others under the concurrency policy. When a run's Task cannot be created,
+// the cursor stops just before its slot, so that slot and the ones after it
+// are planned again.
 func (r *TaskScheduleReconciler) runSlots(ctx context.Context, ts *dtqv1alpha1.TaskSchedule, next *dtqv1alpha1.TaskScheduleStatus,
 	runs scheduleRuns, plan slotPlan) error {
 	if !plan.cursor.IsZero() {
-		next.LastScheduleTime = &metav1.Time{Time: plan.cursor}
+		next.LastHandledSlot = &metav1.Time{Time: plan.cursor}
 	}
-	if plan.suspended > 0 {
-		next.SkippedSlots += plan.suspended
-		skipped(next, plan.lastSkipped, dtqv1alpha1.ReasonSuspended)
+	if plan.skipped > 0 {
+		next.SkippedSlots += plan.skipped
+		skipped(next, plan.lastSkipped, plan.skipReason)
 	}
 	if plan.missed > 0 {
 		next.MissedSlots += plan.missed
 		skipped(next, plan.lastSkipped, dtqv1alpha1.ReasonMissedDeadline)
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, dtqv1alpha1.ReasonMissedDeadline, "Skip",
-			"Missed %d slot(s), the newest at %s: reached more than startingDeadlineSeconds late; catch-up ran %d",
-			plan.missed, plan.lastSkipped.UTC().Format(time.RFC3339), plan.caughtUp)
 	}
 	for _, slot := range plan.run {
 		if _, done := runs[runName(ts, slot)]; done {
 			// Created by a reconcile whose status write did not land.
 			next.Runs++
-			next.LastRunTime = &metav1.Time{Time: slot}
+			next.LastScheduleTime = &metav1.Time{Time: slot}
 			continue
 		}
 		if active := runs.active(); len(active) > 0 {
@@ -170,11 +185,13 @@ func (r *TaskScheduleReconciler) runSlots(ctx context.Context, ts *dtqv1alpha1.T
 		}
 		task, err := r.createRun(ctx, ts, desiredRunTask(ts, slot, 0))
 		if err != nil {
+			// Slots are whole seconds: none lies between the two.
+			next.LastHandledSlot = &metav1.Time{Time: slot.Add(-time.Second)}
 			return err
 		}
 		runs[task.Name] = task
 		next.Runs++
-		next.LastRunTime = &metav1.Time{Time: slot}
+		next.LastScheduleTime = &metav1.Time{Time: slot}
 	}
 	return nil
 }
@@ -184,22 +201,30 @@ func skipped(st *dtqv1alpha1.TaskScheduleStatus, slot time.Time, reason string) 
 	st.LastSkippedSlot = &metav1.Time{Time: slot}
 }
 
-// runTrigger runs the manual trigger once for a raised spec.triggerGeneration.
+// runTrigger runs one manual run per generation of spec.triggerGeneration
+// raised since the one observed, at most MaxTriggerRunsPerReconcile (the
+// newest), and returns how many older generations ran nothing (none when it
+// fails). A run is named after its generation, so a reconcile whose status
+// write did not land creates none twice.
 func (r *TaskScheduleReconciler) runTrigger(ctx context.Context, ts *dtqv1alpha1.TaskSchedule, next *dtqv1alpha1.TaskScheduleStatus,
-	runs scheduleRuns) error {
+	runs scheduleRuns) (collapsed int64, err error) {
 	gen := ts.Spec.TriggerGeneration
-	if gen <= next.ObservedTriggerGeneration {
-		return nil
+	from := next.ObservedTriggerGeneration + 1
+	if gen-from >= dtqv1alpha1.MaxTriggerRunsPerReconcile {
+		collapsed = gen - dtqv1alpha1.MaxTriggerRunsPerReconcile + 1 - from
+		from += collapsed
 	}
-	task, err := r.createRun(ctx, ts, desiredRunTask(ts, time.Time{}, gen))
-	if err != nil {
-		return err
+	for g := from; g <= gen; g++ {
+		task, err := r.createRun(ctx, ts, desiredRunTask(ts, time.Time{}, g))
+		if err != nil {
+			return 0, err
+		}
+		runs[task.Name] = task
+		next.ObservedTriggerGeneration = g
+		r.Recorder.Eventf(ts, task, corev1.EventTypeNormal, dtqv1alpha1.ReasonTriggered, "Trigger",
+			"Triggered run %s (triggerGeneration %d)", task.Name, g)
 	}
-	runs[task.Name] = task
-	next.ObservedTriggerGeneration = gen
-	r.Recorder.Eventf(ts, task, corev1.EventTypeNormal, dtqv1alpha1.ReasonTriggered, "Trigger",
-		"Triggered run %s (triggerGeneration %d)", task.Name, gen)
-	return nil
+	return collapsed, nil
 }
 
 // createRun creates a run's Task; one that exists already (this slot was run
@@ -212,7 +237,7 @@ func (r *TaskScheduleReconciler) createRun(ctx context.Context, ts *dtqv1alpha1.
 		if apierrors.IsAlreadyExists(err) {
 			return task, nil
 		}
-		return nil, fmt.Errorf("create run %s: %w", task.Name, err)
+		return nil, &runCreationError{run: task.Name, err: err}
 	}
 	r.Recorder.Eventf(ts, task, corev1.EventTypeNormal, dtqv1alpha1.ReasonRunCreated, "Run", "Created run %s", task.Name)
 	return task, nil
@@ -250,7 +275,10 @@ func (r *TaskScheduleReconciler) pruneHistory(ctx context.Context, ts *dtqv1alph
 		tasks []*dtqv1alpha1.Task
 		limit *int32
 		def   int
-	}{{succeeded, ts.Spec.SuccessfulRunsHistoryLimit, 3}, {failed, ts.Spec.FailedRunsHistoryLimit, 1}} {
+	}{
+		{succeeded, ts.Spec.SuccessfulRunsHistoryLimit, dtqv1alpha1.DefaultSuccessfulRunsHistoryLimit},
+		{failed, ts.Spec.FailedRunsHistoryLimit, dtqv1alpha1.DefaultFailedRunsHistoryLimit},
+	} {
 		limit := group.def
 		if group.limit != nil {
 			limit = int(*group.limit)

@@ -34,28 +34,43 @@ const (
 	ConcurrencyReplace ConcurrencyPolicy = "Replace"
 )
 
-// CatchUpPolicy says which missed slots run when the schedule is handled late
-// (manager down, suspended, clock jumped forward).
+// Defaults of the TaskSchedule fields, as the CRD's markers set them: the
+// controller and kubectl dtq use these where a field is unset (an object
+// read from a client that does not default, or a test).
+const (
+	DefaultCatchUpMaxRuns             = 10
+	DefaultSuccessfulRunsHistoryLimit = 3
+	DefaultFailedRunsHistoryLimit     = 1
+	// MaxStartingDeadlineSeconds is startingDeadlineSeconds' maximum: a year.
+	MaxStartingDeadlineSeconds = 365 * 24 * 60 * 60
+	// MaxTriggerRunsPerReconcile bounds the manual runs one reconcile creates
+	// for a triggerGeneration raised by more than one.
+	MaxTriggerRunsPerReconcile = 10
+)
+
+// CatchUpPolicy says which late slots run when the schedule is handled late
+// (manager down, not elected, clock jumped forward).
 // +kubebuilder:validation:Enum=Skip;RunLatest;RunAll
 type CatchUpPolicy string
 
 const (
-	// CatchUpSkip runs no missed slot.
+	// CatchUpSkip runs no late slot.
 	CatchUpSkip CatchUpPolicy = "Skip"
-	// CatchUpRunLatest runs the newest missed slot.
+	// CatchUpRunLatest runs the newest late slot.
 	CatchUpRunLatest CatchUpPolicy = "RunLatest"
-	// CatchUpRunAll runs the newest catchUp.maxRuns missed slots, oldest first.
+	// CatchUpRunAll runs the newest catchUp.maxRuns late slots, oldest first.
 	CatchUpRunAll CatchUpPolicy = "RunAll"
 )
 
-// CatchUp is the policy for missed slots.
+// CatchUp is the policy for late slots: slots the controller reaches more
+// than a minute after their time but within startingDeadlineSeconds.
 type CatchUp struct {
 	// policy is Skip, RunLatest (the default) or RunAll.
 	// +kubebuilder:default=RunLatest
 	// +optional
 	Policy CatchUpPolicy `json:"policy,omitempty"`
 
-	// maxRuns bounds how many missed slots RunAll runs at once (the newest
+	// maxRuns bounds how many late slots RunAll runs at once (the newest
 	// ones); the others are counted as missed.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
@@ -64,13 +79,23 @@ type CatchUp struct {
 	MaxRuns int32 `json:"maxRuns,omitempty"`
 }
 
+// LabelValue is a Kubernetes label value: empty, or at most 63 characters
+// [A-Za-z0-9_.-] beginning and ending with an alphanumeric.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
+
 // TaskTemplate is the Task each run creates: the fields of a TaskSpec that
 // make sense for a run (no idempotencyKey, delay or notBefore: the schedule
 // sets the key and the start).
 type TaskTemplate struct {
-	// labels are added to each run's Task.
+	// labels are added to each run's Task: keys and values as Kubernetes
+	// labels take them (the API server refuses others, which no Task could
+	// carry).
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule=`self.all(k, k.matches(r'^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && (!k.contains('/') || k.indexOf('/') <= 253))`,message="label keys must be qualified names: an optional DNS subdomain prefix and '/', then at most 63 characters [A-Za-z0-9_.-] beginning and ending with an alphanumeric"
 	// +optional
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]LabelValue `json:"labels,omitempty"`
 
 	// queue is the name of a Queue in the schedule's namespace.
 	// +required
@@ -108,7 +133,10 @@ type TaskTemplate struct {
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
-	// ttl expires a run that has not started this long after its slot.
+	// ttl expires a run that has not started this long after it may start.
+	// A Task's ttl counts from its creation, so a slot's run carries ttl plus
+	// its jitter delay: created at its slot or later, it gets at least ttl
+	// after its notBefore. A manual run carries ttl as it is.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be positive"
 	// +optional
 	TTL *metav1.Duration `json:"ttl,omitempty"`
@@ -121,6 +149,7 @@ type TaskTemplate struct {
 }
 
 // TaskScheduleSpec is a cron schedule of Tasks.
+// +kubebuilder:validation:XValidation:rule="has(self.triggerGeneration) || !has(oldSelf.triggerGeneration)",message="triggerGeneration cannot be removed",fieldPath=".triggerGeneration"
 type TaskScheduleSpec struct {
 	// schedule is a standard five-field cron expression (minute hour
 	// day-of-month month day-of-week; names like MON and JAN allowed) or one of
@@ -152,27 +181,32 @@ type TaskScheduleSpec struct {
 	// +optional
 	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
 
-	// startingDeadlineSeconds is how late a slot may still start: a slot the
-	// controller reaches later than this after its time is missed, and the
-	// catch-up policy decides whether it runs.
+	// startingDeadlineSeconds is, as in a CronJob, how late a slot may still
+	// start: a slot the controller reaches more than this after its time is
+	// not started, whatever catchUp says, and is counted as missed. Unset,
+	// any late slot may start (catchUp decides which).
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:default=60
+	// +kubebuilder:validation:Maximum=31536000
 	// +optional
 	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
 
-	// catchUp says which missed slots run.
+	// catchUp says which late slots run: slots the controller reaches more
+	// than a minute after their time (manager down, not elected, clock jumped
+	// forward), within startingDeadlineSeconds.
 	// +kubebuilder:default={policy: RunLatest, maxRuns: 10}
 	// +optional
 	CatchUp *CatchUp `json:"catchUp,omitempty"`
 
 	// suspend, true, stops new runs: the slots that pass are counted as
 	// skipped (reason Suspended). Resuming runs nothing for them.
+	// +kubebuilder:default=false
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
 	// jitter delays each run by up to this long (at most 1h), by an amount
 	// derived from the schedule's UID and the slot, so every manager computes
-	// the same delay. The run's Task is created at the slot with notBefore set.
+	// the same delay. The run's Task is created at the slot with notBefore set
+	// (and template.ttl plus the delay as its ttl).
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="jitter must be in [0s, 1h]"
 	// +optional
 	Jitter *metav1.Duration `json:"jitter,omitempty"`
@@ -192,10 +226,12 @@ type TaskScheduleSpec struct {
 	// +optional
 	FailedRunsHistoryLimit *int32 `json:"failedRunsHistoryLimit,omitempty"`
 
-	// triggerGeneration, raised, runs the schedule once now, outside the slots,
-	// under the key schedule/<uid>/manual/<triggerGeneration> (`kubectl dtq
-	// schedule trigger` raises it by one). It may only grow; a raise by more
-	// than one is one run; a value set when the schedule is created runs nothing.
+	// triggerGeneration, raised, runs the schedule now, outside the slots: one
+	// run per generation raised, run N as Task <schedule>-manual-<N> under the
+	// key schedule/<uid>/manual/<N> (`kubectl dtq schedule trigger` raises it
+	// by one). A raise by more than 10 runs the newest 10 generations (a
+	// Warning Event TriggersCollapsed counts the others). It may only grow and
+	// cannot be removed; a value set when the schedule is created runs nothing.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="triggerGeneration may only grow"
 	// +optional
@@ -216,16 +252,24 @@ type ScheduleRun struct {
 
 // TaskSchedule condition types and reasons.
 const (
-	// TaskScheduleReady is True while the schedule parses and its zone loads.
+	// TaskScheduleReady is True while the schedule parses, its zone loads and
+	// its runs' Tasks can be created.
 	TaskScheduleReady = "Ready"
 
-	ReasonScheduled       = "Scheduled"
+	ReasonScheduled = "Scheduled"
+	// ReasonInvalidSchedule is also the skip reason of the slots that passed
+	// while the schedule was invalid.
 	ReasonInvalidSchedule = "InvalidSchedule"
 	ReasonSuspended       = "Suspended"
+	// ReasonRunCreationFailed: the API server refused a run's Task (a
+	// ResourceQuota, an admission policy); the condition's message and a
+	// Warning Event say why. The slot is tried again with backoff; once it
+	// is late, catchUp and startingDeadlineSeconds decide whether it runs.
+	ReasonRunCreationFailed = "RunCreationFailed"
 
 	// Reasons of status.lastSkipReason and of the schedule's Events.
-	// ReasonMissedDeadline: the slot was reached after startingDeadlineSeconds
-	// and the catch-up policy did not run it.
+	// ReasonMissedDeadline: the slot was reached more than
+	// startingDeadlineSeconds late, or late and not run by the catch-up policy.
 	ReasonMissedDeadline = "MissedDeadline"
 	// ReasonConcurrencyForbidden: concurrencyPolicy Forbid and a run was unfinished.
 	ReasonConcurrencyForbidden = "ConcurrencyForbidden"
@@ -233,6 +277,9 @@ const (
 	ReasonRunCreated  = "RunCreated"
 	ReasonRunReplaced = "RunReplaced"
 	ReasonTriggered   = "Triggered"
+	// ReasonTriggersCollapsed: triggerGeneration was raised by more than
+	// MaxTriggerRunsPerReconcile; the older generations ran nothing.
+	ReasonTriggersCollapsed = "TriggersCollapsed"
 )
 
 // TaskScheduleStatus is the observed state of a TaskSchedule.
@@ -247,15 +294,16 @@ type TaskScheduleStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// lastScheduleTime is the newest slot handled (run, skipped or missed):
-	// the controller never handles a slot at or before it again, whatever the
-	// clock does. It is written with optimistic concurrency.
+	// lastScheduleTime is, as in a CronJob, the slot of the newest run the
+	// schedule started (manual runs excluded).
 	// +optional
 	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
 
-	// lastRunTime is the slot of the newest run.
+	// lastHandledSlot is the newest slot handled (run, skipped or missed):
+	// the controller never handles a slot at or before it again, whatever the
+	// clock does. It is written with optimistic concurrency.
 	// +optional
-	LastRunTime *metav1.Time `json:"lastRunTime,omitempty"`
+	LastHandledSlot *metav1.Time `json:"lastHandledSlot,omitempty"`
 
 	// lastSuccessfulTime is when the newest Succeeded run finished.
 	// +optional
@@ -271,26 +319,28 @@ type TaskScheduleStatus struct {
 	// +optional
 	Active []ScheduleRun `json:"active,omitempty"`
 
-	// activeCount is len(active), for the printer column.
+	// activeCount is how many runs are unfinished (active lists at most 100).
 	// +optional
-	ActiveCount int32 `json:"activeCount,omitempty"`
+	ActiveCount int32 `json:"activeCount"`
 
 	// runs counts the slots that ran.
 	// +optional
-	Runs int64 `json:"runs,omitempty"`
+	Runs int64 `json:"runs"`
 
 	// missedSlots counts the slots that passed while no manager handled them in
-	// time (startingDeadlineSeconds) and that the catch-up policy did not run.
+	// time: reached more than startingDeadlineSeconds late, or late and not
+	// run by the catch-up policy.
 	// +optional
-	MissedSlots int64 `json:"missedSlots,omitempty"`
+	MissedSlots int64 `json:"missedSlots"`
 
-	// skippedSlots counts the slots not run by choice: suspend, or
-	// concurrencyPolicy Forbid.
+	// skippedSlots counts the slots not run by choice or for a cause of the
+	// spec: suspend, concurrencyPolicy Forbid, or a schedule the controller
+	// could not parse.
 	// +optional
-	SkippedSlots int64 `json:"skippedSlots,omitempty"`
+	SkippedSlots int64 `json:"skippedSlots"`
 
 	// lastSkipReason is why the newest missed or skipped slot did not run:
-	// MissedDeadline, ConcurrencyForbidden or Suspended.
+	// MissedDeadline, ConcurrencyForbidden, Suspended or InvalidSchedule.
 	// +optional
 	LastSkipReason string `json:"lastSkipReason,omitempty"`
 
@@ -313,7 +363,7 @@ type TaskScheduleStatus struct {
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="Time Zone",type=string,JSONPath=`.spec.timeZone`
 // +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
-// +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastRunTime`
+// +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastScheduleTime`
 // +kubebuilder:printcolumn:name="Next Run",type=string,JSONPath=`.status.nextScheduleTime`
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeCount`
 // +kubebuilder:printcolumn:name="Missed",type=integer,JSONPath=`.status.missedSlots`,priority=1

@@ -525,8 +525,8 @@ func (in *TaskScheduleStatus) DeepCopyInto(out *TaskScheduleStatus) {
 		in, out := &in.LastScheduleTime, &out.LastScheduleTime
 		*out = (*in).DeepCopy()
 	}
-	if in.LastRunTime != nil {
-		in, out := &in.LastRunTime, &out.LastRunTime
+	if in.LastHandledSlot != nil {
+		in, out := &in.LastHandledSlot, &out.LastHandledSlot
 		*out = (*in).DeepCopy()
 	}
 	if in.LastSuccessfulTime != nil {
@@ -661,7 +661,7 @@ func (in *TaskTemplate) DeepCopyInto(out *TaskTemplate) {
 	*out = *in
 	if in.Labels != nil {
 		in, out := &in.Labels, &out.Labels
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}

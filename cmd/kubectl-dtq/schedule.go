@@ -114,21 +114,21 @@ func describeSchedule(w io.Writer, ts *dtqv1alpha1.TaskSchedule, now time.Time) 
 	line("Schedule", "%s (%s)", ts.Spec.Schedule, zone)
 	line("Suspended", "%t", ts.Spec.Suspend)
 	line("Task", "queue %s, type %s", ts.Spec.Template.Queue, ts.Spec.Template.Type)
-	policy, maxRuns := dtqv1alpha1.CatchUpRunLatest, int32(10)
+	policy, maxRuns := dtqv1alpha1.CatchUpRunLatest, int32(dtqv1alpha1.DefaultCatchUpMaxRuns)
 	if ts.Spec.CatchUp != nil {
 		policy, maxRuns = ts.Spec.CatchUp.Policy, ts.Spec.CatchUp.MaxRuns
 	}
-	deadline := int64(60)
+	deadline := "none"
 	if ts.Spec.StartingDeadlineSeconds != nil {
-		deadline = *ts.Spec.StartingDeadlineSeconds
+		deadline = fmt.Sprintf("%ds", *ts.Spec.StartingDeadlineSeconds)
 	}
 	concurrency := ts.Spec.ConcurrencyPolicy
 	if concurrency == "" {
 		concurrency = dtqv1alpha1.ConcurrencyAllow
 	}
-	line("Policies", "concurrency %s, catch-up %s (max %d), starting deadline %ds", concurrency, policy, maxRuns, deadline)
+	line("Policies", "concurrency %s, catch-up %s (max %d), starting deadline %s", concurrency, policy, maxRuns, deadline)
 	st := &ts.Status
-	line("Last run", "%s", formatTime(st.LastRunTime, now))
+	line("Last run", "%s", formatTime(st.LastScheduleTime, now))
 	line("Last success", "%s", formatTime(st.LastSuccessfulTime, now))
 	line("Runs", "%d (missed %d, skipped %d)", st.Runs, st.MissedSlots, st.SkippedSlots)
 	if st.LastSkipReason != "" {
@@ -183,10 +183,10 @@ func newScheduleTriggerCommand(c *cli) *cobra.Command {
 		Use:   "trigger SCHEDULE",
 		Short: "Run a TaskSchedule once now, outside its slots (raises spec.triggerGeneration)",
 		Long: `trigger raises the TaskSchedule's spec.triggerGeneration by one; the controller
-then creates one Task, <schedule>-manual-<N>, with the idempotency key
-schedule/<uid>/manual/<N>, whatever the concurrency policy and even while
-suspended. The same change from Git (spec.triggerGeneration: N+1) is the
-GitOps form.`,
+then creates one Task per generation raised, <schedule>-manual-<N>, with the
+idempotency key schedule/<uid>/manual/<N>, whatever the concurrency policy and
+even while suspended (two triggers at once are two runs). The same change from
+Git (spec.triggerGeneration: N+1) is the GitOps form.`,
 		Example: `  kubectl dtq schedule trigger nightly-report`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -224,7 +224,7 @@ func newScheduleSuspendCommand(c *cli, suspend bool) *cobra.Command {
 
 // changeSchedule patches the spec fields spec returns, conditionally on the
 // resourceVersion read, reading again on a conflict (two triggers at once
-// are two runs, not one).
+// raise the generation twice, and the controller runs each generation).
 func (c *cli) changeSchedule(ctx context.Context, name, output, operation string, spec func(*dtqv1alpha1.TaskSchedule) map[string]any) error {
 	kc, err := c.objects()
 	if err != nil {

@@ -61,8 +61,8 @@ func scheduleOf(ts *dtqv1alpha1.TaskSchedule, now time.Time) client.Schedule {
 	out := client.Schedule{
 		Namespace: ts.Namespace, Name: ts.Name, Schedule: ts.Spec.Schedule, TimeZone: cmp.Or(string(ts.Spec.TimeZone), "UTC"),
 		Queue: ts.Spec.Template.Queue, TaskType: ts.Spec.Template.Type, Suspended: ts.Spec.Suspend,
-		LastRunTime: timeOf(st.LastRunTime), LastScheduleTime: timeOf(st.LastScheduleTime), NextRuns: []time.Time{},
-		Active: len(st.Active), Runs: st.Runs, MissedSlots: st.MissedSlots, SkippedSlots: st.SkippedSlots,
+		LastRunTime: timeOf(st.LastScheduleTime), LastScheduleTime: timeOf(st.LastScheduleTime), NextRuns: []time.Time{},
+		Active: int(st.ActiveCount), Runs: st.Runs, MissedSlots: st.MissedSlots, SkippedSlots: st.SkippedSlots,
 		LastSkipReason: st.LastSkipReason,
 	}
 	runs, err := schedule.NextRuns(ts, now, nextRunsListed)

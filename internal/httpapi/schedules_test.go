@@ -51,7 +51,8 @@ func (l *listOnly) Authorize(_ *http.Request, a httpapi.Attributes) (string, err
 // GET schedules lists the namespace's TaskSchedules (a pure unit test of the
 // conversion, on controller-runtime's fake client; TestAPISchedules in
 // test/e2e reads them from a real API server): sorted by name, zone UTC when
-// unset, and the next five slots in the schedule's zone after its last slot.
+// unset, the next five slots in the schedule's zone after its last slot
+// handled, and every unfinished run counted (activeCount, not the capped list).
 func TestListSchedules(t *testing.T) {
 	scheme := runtime.NewScheme()
 	must(t, dtqv1alpha1.AddToScheme(scheme))
@@ -60,8 +61,9 @@ func TestListSchedules(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "weekly"},
 		Spec: dtqv1alpha1.TaskScheduleSpec{Schedule: "0 9 * * 1", TimeZone: "America/New_York",
 			Template: dtqv1alpha1.TaskTemplate{Queue: "q", Type: "report"}},
-		Status: dtqv1alpha1.TaskScheduleStatus{LastScheduleTime: &last, LastRunTime: &last, Runs: 3, SkippedSlots: 2,
-			LastSkipReason: "ConcurrencyForbidden", Active: []dtqv1alpha1.ScheduleRun{{Name: "weekly-1"}}},
+		// status.active lists at most 100 runs; activeCount counts them all.
+		Status: dtqv1alpha1.TaskScheduleStatus{LastScheduleTime: &last, LastHandledSlot: &last, Runs: 3, SkippedSlots: 2,
+			LastSkipReason: "ConcurrencyForbidden", Active: []dtqv1alpha1.ScheduleRun{{Name: "weekly-1"}}, ActiveCount: 120},
 	}
 	hourly := &dtqv1alpha1.TaskSchedule{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a-hourly"},
@@ -106,7 +108,7 @@ func TestListSchedules(t *testing.T) {
 		"last_run_time": "2030-01-07T14:00:00Z", "last_schedule_time": "2030-01-07T14:00:00Z",
 		"next_runs": []any{"2030-01-14T09:00:00-05:00", "2030-01-21T09:00:00-05:00", "2030-01-28T09:00:00-05:00",
 			"2030-02-04T09:00:00-05:00", "2030-02-11T09:00:00-05:00"},
-		"active": 1.0, "runs": 3.0, "missed_slots": 0.0, "skipped_slots": 2.0, "last_skip_reason": "ConcurrencyForbidden",
+		"active": 120.0, "runs": 3.0, "missed_slots": 0.0, "skipped_slots": 2.0, "last_skip_reason": "ConcurrencyForbidden",
 	}
 	if diff := cmp.Diff(want, w); diff != "" {
 		t.Errorf("weekly (-want +got):\n%s", diff)

@@ -22,16 +22,17 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 )
 
-// NextRuns are the n slots of ts after the later of now and its last slot,
-// in its time zone: what kubectl dtq schedule get and the HTTP API show.
+// NextRuns are the n slots of ts after the later of now and its last slot
+// handled, in its time zone: what kubectl dtq schedule get and the HTTP API
+// show.
 func NextRuns(ts *dtqv1alpha1.TaskSchedule, now time.Time, n int) ([]time.Time, error) {
 	s, err := Parse(ts.Spec.Schedule, string(ts.Spec.TimeZone))
 	if err != nil {
 		return nil, err
 	}
 	t := now
-	if ts.Status.LastScheduleTime != nil && ts.Status.LastScheduleTime.After(now) {
-		t = ts.Status.LastScheduleTime.Time
+	if ts.Status.LastHandledSlot != nil && ts.Status.LastHandledSlot.After(now) {
+		t = ts.Status.LastHandledSlot.Time
 	}
 	var out []time.Time
 	for range n {

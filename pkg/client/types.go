@@ -205,19 +205,20 @@ type Schedule struct {
 	Queue     string `json:"queue"`
 	TaskType  string `json:"task_type"`
 	Suspended bool   `json:"suspended"`
-	// LastRunTime is the slot of the newest run; LastScheduleTime the newest
-	// slot handled (run, skipped or missed).
+	// LastScheduleTime is the slot of the newest run started (the
+	// schedule's status.lastScheduleTime, as a CronJob's); LastRunTime is the
+	// same.
 	LastRunTime      *time.Time `json:"last_run_time,omitempty"`
 	LastScheduleTime *time.Time `json:"last_schedule_time,omitempty"`
 	// NextRuns are the next five slots, in the schedule's zone, after the
-	// later of now and LastScheduleTime (as kubectl dtq schedule get shows
+	// later of now and the newest slot handled (as kubectl dtq schedule get shows
 	// them); while suspended, the slots that would run on resume.
 	NextRuns []time.Time `json:"next_runs"`
 	// NextRunsError says why NextRuns is empty when the schedule cannot be
 	// computed (the API server refuses such a schedule; a stored one may
 	// name a zone this build does not know).
 	NextRunsError  string `json:"next_runs_error,omitempty"`
-	Active         int    `json:"active"` // runs whose Task is unfinished
+	Active         int    `json:"active"` // runs whose Task is unfinished (status.activeCount)
 	Runs           int64  `json:"runs"`
 	MissedSlots    int64  `json:"missed_slots"`
 	SkippedSlots   int64  `json:"skipped_slots"`
