@@ -187,10 +187,17 @@ func wasInvalid(ts *dtqv1alpha1.TaskSchedule) bool {
 }
 
 // scheduleCursor is the newest slot handled: status.lastHandledSlot, or the
-// schedule's creation (its first slot is the first one after it).
+// schedule's creation (its first slot is the first one after it). A status
+// written by dtq 7c16315 or earlier has no lastHandledSlot: its
+// lastScheduleTime was the cursor then, so it is the cursor until the first
+// write of this version (every write since sets lastHandledSlot whenever it
+// sets lastScheduleTime, which is never later).
 func scheduleCursor(ts *dtqv1alpha1.TaskSchedule) time.Time {
-	if ts.Status.LastHandledSlot != nil {
+	switch {
+	case ts.Status.LastHandledSlot != nil:
 		return ts.Status.LastHandledSlot.Time
+	case ts.Status.LastScheduleTime != nil:
+		return ts.Status.LastScheduleTime.Time
 	}
 	return ts.CreationTimestamp.Time
 }

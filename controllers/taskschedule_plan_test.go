@@ -223,3 +223,27 @@ func TestDesiredRunTaskTTLFromNotBefore(t *testing.T) {
 			got.Spec.TTL, d, 5*time.Minute+d, got.Spec.TTL, d)
 	}
 }
+
+// TestScheduleCursor: the cursor is status.lastHandledSlot; a status written
+// before that field existed kept the cursor in lastScheduleTime, and reading
+// it from there keeps an upgraded schedule from handling every slot since its
+// creation again (as missed, or as a catch-up run).
+func TestScheduleCursor(t *testing.T) {
+	created := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	handled := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	ran := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
+	at := func(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }
+	for name, tc := range map[string]struct {
+		st   dtqv1alpha1.TaskScheduleStatus
+		want time.Time
+	}{
+		"new schedule":      {want: created},
+		"lastHandledSlot":   {st: dtqv1alpha1.TaskScheduleStatus{LastHandledSlot: at(handled), LastScheduleTime: at(ran)}, want: handled},
+		"status of 7c16315": {st: dtqv1alpha1.TaskScheduleStatus{LastScheduleTime: at(handled)}, want: handled},
+	} {
+		ts := &dtqv1alpha1.TaskSchedule{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.Time{Time: created}}, Status: tc.st}
+		if got := scheduleCursor(ts); !got.Equal(tc.want) {
+			t.Errorf("%s: cursor %v, want %v", name, got, tc.want)
+		}
+	}
+}
