@@ -129,7 +129,9 @@ func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *
 		if extra != nil {
 			argv = append(argv, extra()...)
 		}
-		v, err := sc.Run(ctx, b.rdb, keys, argv...).Slice()
+		// Not sent twice: a second send would read further entries, and
+		// those of the first would wait for the visibility timeout.
+		v, err := runOnce(ctx, b.rdb, sc, keys, argv...).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("broker: read %s: %w", q, err)
 		}
@@ -196,11 +198,20 @@ func startReply(q QueueRef, v []any) (StartResult, error) {
 // Entries deleted meanwhile are dropped from the pending list by XAUTOCLAIM.
 func (b *Broker) Reclaim(ctx context.Context, q QueueRef, consumer string, minIdle time.Duration, count int) ([]Delivery, error) {
 	k := keysFor(q)
+	// On a sticky connection, which go-redis never sends an XAUTOCLAIM again:
+	// a second send would claim further entries, and those of the first
+	// would wait for another visibility timeout.
+	node, err := nodeOf(ctx, b.rdb, []string{k.stream(0)})
+	if err != nil {
+		return nil, fmt.Errorf("broker: reclaim %s: %w", q, err)
+	}
+	cn := node.Conn()
+	defer cn.Close()
 	var out []Delivery
 	for band := Bands - 1; band >= 0 && len(out) < count; band-- {
 		start := "0-0"
 		for len(out) < count {
-			msgs, next, err := b.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			msgs, next, err := cn.XAutoClaim(ctx, &redis.XAutoClaimArgs{
 				Stream: k.stream(band), Group: group, MinIdle: minIdle, Start: start,
 				Count: int64(count - len(out)), Consumer: consumer,
 			}).Result()
@@ -466,18 +477,25 @@ func (b *Broker) completeRead(ctx context.Context, q QueueRef, keys []string, ar
 	rkeys := append(k.streams(), k.paused())
 	now, nowtxt := b.now()
 	rargs := []any{k.prefix, consumer, count, now, nowtxt, workerID}
-	pipe := b.rdb.Pipeline()
+	// On a sticky connection, which go-redis never sends the read again (see read).
+	node, err := nodeOf(ctx, b.rdb, keys)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cn := node.Conn()
+	defer cn.Close()
+	pipe := cn.Pipeline()
 	cc := completeBatchScript.EvalSha(ctx, pipe, keys, args...)
 	rc := readStartScript.EvalSha(ctx, pipe, rkeys, rargs...)
 	_, _ = pipe.Exec(ctx)
 	if err := cc.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cc = completeBatchScript.Run(ctx, b.rdb, keys, args...)
+		cc = completeBatchScript.Run(ctx, cn, keys, args...)
 	}
 	if replies, err = cc.Slice(); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := rc.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		rc = readStartScript.Run(ctx, b.rdb, rkeys, rargs...)
+		rc = readStartScript.Run(ctx, cn, rkeys, rargs...)
 	}
 	v, err := rc.Slice()
 	if err != nil {

@@ -127,3 +127,39 @@ func TestSubmitPastReadTimeout(t *testing.T) {
 			calls, m.Counters.Accepted, entries)
 	}
 }
+
+// A ReadStart whose reply comes after the ReadTimeout is not sent again: a
+// second send would start further tasks while those the first started wait
+// for the visibility timeout (and then count an attempt). The caller gets
+// the timeout, and one entry is pending.
+func TestReadStartPastReadTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	b := New(shortTimeout(t, srv))
+	q := QueueRef{Namespace: "ns", Name: "q"}
+	if err := b.EnsureQueue(ctx, q, DefaultQueueConfig()); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if _, err := b.Submit(ctx, q, SubmitRequest{Type: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := readStartScript.Load(ctx, srv.Client()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := behindSlowScript(t, srv, b.rdb.(*redis.Client), func() error {
+		_, err := b.ReadStart(ctx, q, "w", "w", 1, 0)
+		return err
+	})
+	var pending int64
+	for _, s := range keysFor(q).streams() {
+		p, perr := srv.Client().XPending(ctx, s, group).Result()
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		pending += p.Count
+	}
+	if pending != 1 || err == nil {
+		t.Fatalf("%d entries pending after a read of one (error %v), want 1 and the timeout", pending, err)
+	}
+}

@@ -239,8 +239,8 @@ func TestReplicaAckLongerThanReadTimeout(t *testing.T) {
 	if !errors.Is(err, ErrNotReplicated) {
 		t.Errorf("submit with the replica stopped: %v after %v, want ErrNotReplicated", err, took)
 	}
-	if took < cfg.ReplicaAckTimeout {
-		t.Errorf("submit answered after %v, want the whole replicaAckTimeout (%v)", took, cfg.ReplicaAckTimeout)
+	if took < cfg.ReplicaAckTimeout-500*time.Millisecond { // Redis's timer may end a little early
+		t.Errorf("submit answered after %v, want about the whole replicaAckTimeout (%v)", took, cfg.ReplicaAckTimeout)
 	}
 	mu.Lock()
 	defer mu.Unlock()

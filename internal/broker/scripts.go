@@ -437,11 +437,11 @@ local now, nowms, nowtxt = ARGV[2], tonumber(ARGV[2]), ARGV[3]
 local depth -- read on first use, then counts the tasks this batch added
 local queued = {} -- IDs of the new tasks, for the batch's one TaskQueued event
 
--- resent answers an item whose random ID exists already: only a second send
--- of this very call writes it (go-redis re-sends a call whose reply it did
--- not read), so it answers as the first send did and writes nothing, not even
--- a count. A keyed item's record names its ID; an item without a key has the
--- hash to look at.
+-- resent answers an item whose random ID exists already. Nothing else
+-- writes a random ID, so this is the same call sent a second time (go-redis
+-- re-sends a call whose reply it did not read): it answers as the first send
+-- did and writes nothing, not even a count. A keyed item's record names its
+-- ID; an item without a key has the hash to look at.
 local function resent(tk, notBefore)
   local h = redis.call("HMGET", tk, "max_attempts", "timeout_ms")
   return {"new", tonumber(notBefore) > nowms and "Pending" or "Queued", h[1], h[2]}
