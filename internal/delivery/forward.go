@@ -75,8 +75,8 @@ type forwarder struct {
 	gate      *gate
 	ns, queue string
 
-	mu   sync.Mutex
-	open map[string]*openRequest // by task ID
+	mu       sync.Mutex
+	requests map[string]*openRequest // by task ID
 }
 
 // openRequest is one task the forwarder holds (sending it, or waiting to),
@@ -93,7 +93,7 @@ func newForwarder(cfg Config, log *slog.Logger) *forwarder {
 	}
 	u, _ := url.Parse(cfg.HandlerURL) // checked by Config.validate
 	return &forwarder{
-		cfg: cfg, log: log, open: map[string]*openRequest{},
+		cfg: cfg, log: log, requests: map[string]*openRequest{},
 		client: newLoopClient(u.Host, u.RequestURI()),
 		gate:   newGate(cfg, log),
 	}
@@ -319,13 +319,13 @@ func isRefused(err error) bool {
 
 func (f *forwarder) track(ctx context.Context, t *worker.Task) {
 	f.mu.Lock()
-	f.open[t.ID] = &openRequest{ctx: ctx, task: t}
+	f.requests[t.ID] = &openRequest{ctx: ctx, task: t}
 	f.mu.Unlock()
 }
 
 func (f *forwarder) untrack(id string) {
 	f.mu.Lock()
-	delete(f.open, id)
+	delete(f.requests, id)
 	f.mu.Unlock()
 }
 
@@ -333,5 +333,5 @@ func (f *forwarder) untrack(id string) {
 func (f *forwarder) lookup(id string) *openRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.open[id]
+	return f.requests[id]
 }

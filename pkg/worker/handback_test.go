@@ -230,7 +230,12 @@ func TestHandBackWhileHoldingIsUncounted(t *testing.T) {
 	a := workertest.StartServer(t, rdb, mux, o)
 	id := a.Submit("wait", nil, workertest.SubmitOptions{MaxAttempts: 1})
 	deadline := time.Now().Add(waitFor)
-	for st := a.Get(id); st.State != "Queued" || !held.Load(); st = a.Get(id) {
+	for {
+		ran := held.Load() // before Get: a Queued read before the handler ran is not the hand-back
+		st := a.Get(id)
+		if ran && st.State == "Queued" {
+			break
+		}
 		if st.State == "DeadLettered" || time.Now().After(deadline) {
 			t.Fatalf("handed back while holding: %s attempt %d class %s error %q, want Queued attempt 1 (not counted)", st.State, st.Attempt, st.ErrorClass, st.LastError)
 		}
