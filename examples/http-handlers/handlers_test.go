@@ -235,6 +235,7 @@ func TestNode(t *testing.T) {
 // contract checks the outcomes both examples share.
 func contract(t *testing.T, p *pod) {
 	t.Helper()
+	busyOperation(t, p)
 	ok := p.wait(p.submit("greet", `{"name":"Ada"}`, "greet-ada"))
 	var res map[string]any
 	_ = json.Unmarshal(ok.Result, &res)
@@ -262,5 +263,20 @@ func contract(t *testing.T, p *pod) {
 	ti := p.wait(p.submit("greet", `{"reject":"name is required"}`, ""))
 	if ti.State != broker.StateDeadLettered || ti.Attempt != 1 || !strings.Contains(ti.LastError, "HTTP 400 from the handler: name is required") {
 		t.Fatalf("400: %s attempt %d %q", ti.State, ti.Attempt, ti.LastError)
+	}
+}
+
+// busyOperation: while another holder runs an operation, the examples wait
+// for it no longer than the task's deadline, then fail the attempt (500,
+// retried) saying so, instead of looping on after the sidecar gave up.
+func busyOperation(t *testing.T, p *pod) {
+	t.Helper()
+	c, err := worker.ClaimOperation(context.Background(), p.rdb, worker.AppKeyPrefix(p.o.Namespace)+"receipt:busy", time.Minute)
+	if err != nil || c.State != worker.OperationAcquired {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	id := workertest.Submit(t, p.rdb, p.o, "receipt", json.RawMessage(`{"order":"busy"}`), workertest.SubmitOptions{MaxAttempts: 1, Timeout: 3 * time.Second})
+	if ti := p.wait(id); ti.State != broker.StateDeadLettered || !strings.Contains(ti.LastError, "HTTP 500 from the handler: operation receipt:busy still running elsewhere at the task's deadline") {
+		t.Fatalf("receipt whose operation another holder runs: %s attempt %d %q; want dead-lettered after its one attempt, the app's 500 naming the deadline", ti.State, ti.Attempt, ti.LastError)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -70,6 +71,9 @@ func newAPI(token string, f *forwarder, rdb redis.UniversalClient, log *slog.Log
 // serveAPI listens on addr (loopback) and serves h until the returned stop.
 func serveAPI(addr string, h http.Handler) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("sidecar API listener: %w (the port is the sidecar's: does the app container listen on it, or, with hostNetwork, another pod on the node?)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sidecar API listener: %w", err)
 	}

@@ -19,6 +19,7 @@ package delivery
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -103,5 +104,24 @@ func TestOperationBounds(t *testing.T) {
 	}
 	if code, body := apiCall(t, s.apiURL, token, "/v1/operations/claim", `{"key":"k","leaseMs":86400000}`); code != http.StatusOK || !strings.Contains(body, "acquired") {
 		t.Errorf("claim with a 24 h lease: %d %s, want acquired", code, body)
+	}
+}
+
+// The API's port taken (the app listening on 8081, or another hostNetwork
+// pod's sidecar on the node) stops the sidecar with an error that says whose
+// port it is.
+func TestAPIPortTaken(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	rdb := redistest.Start(t).Client()
+	o := workertest.Options{Namespace: "default", Queue: workertest.NewQueueName()}
+	err = Run(t.Context(), worker.Config{Redis: rdb, Namespace: o.Namespace, Queue: o.Queue, Logger: slog.New(slog.DiscardHandler)},
+		Config{HandlerURL: "http://" + freeAddr(t) + "/", APIAddr: ln.Addr().String()})
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), "hostNetwork") {
+		t.Fatalf("Run with the API's port taken: %v, want address already in use, naming hostNetwork", err)
 	}
 }

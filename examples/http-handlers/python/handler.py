@@ -166,8 +166,12 @@ class Handler(BaseHTTPRequestHandler):
                     append_line(RECEIPT_LOG, {"order": order, "task": task_id, "attempt": attempt})
                 return {"sent": order}
 
-            sent, receipt = sidecar.idempotent_operation("receipt:" + order, send_receipt,
-                                                         task_deadline(self.headers["Dtq-Deadline"]))
+            try:
+                sent, receipt = sidecar.idempotent_operation("receipt:" + order, send_receipt,
+                                                             task_deadline(self.headers["Dtq-Deadline"]))
+            except TimeoutError as e:
+                self.answer(500, {"error": str(e)})  # retried with the queue's backoff
+                return
             if payload.get("die_after_effect") and attempt == 1:
                 os.kill(os.getpid(), signal.SIGKILL)
             result["receipt"] = receipt
