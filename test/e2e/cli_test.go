@@ -201,7 +201,9 @@ func testCLIRetryDeadLettered(t *testing.T) {
 		s.Retry.MaxDelay = dur(time.Second)
 	})
 	gate := ns + "-deploy"
-	payload := demo.GatePayload{Name: gate, HoldSeconds: 1}
+	// The run after the retry holds 3 s in Running, so a manager slowed by a
+	// loaded machine still writes Running before Succeeded.
+	payload := demo.GatePayload{Name: gate, HoldSeconds: 3}
 	single.createAll(t, []*dtqv1alpha1.Task{newTask("report", ns, "retry", demo.Gate, payload).Key("report-2026-11").MaxAttempts(2).Obj()})
 	want(t, "wait before the fix", dtq(t, ns, "wait", "report", "--timeout", "1m"), 2, `^$`, `task report ended DeadLettered: gate: .* is closed \(attempt 2\)`)
 	single.createAll(t, []*dtqv1alpha1.Task{newTask("report-again", ns, "retry", demo.Gate, payload).Key("report-2026-11").Obj()})
