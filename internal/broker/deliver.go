@@ -477,25 +477,19 @@ func (b *Broker) completeRead(ctx context.Context, q QueueRef, keys []string, ar
 	rkeys := append(k.streams(), k.paused())
 	now, nowtxt := b.now()
 	rargs := []any{k.prefix, consumer, count, now, nowtxt, workerID}
-	// On a sticky connection, which go-redis never sends the read again (see read).
-	node, err := nodeOf(ctx, b.rdb, keys)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cn := node.Conn()
-	defer cn.Close()
-	pipe := cn.Pipeline()
+	pipe := b.rdb.Pipeline()
 	cc := completeBatchScript.EvalSha(ctx, pipe, keys, args...)
-	rc := readStartScript.EvalSha(ctx, pipe, rkeys, rargs...)
+	// Never sent again, and so neither is the pipeline (see read).
+	rc := readStartScript.EvalSha(ctx, onceScripter{pipe}, rkeys, rargs...)
 	_, _ = pipe.Exec(ctx)
 	if err := cc.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cc = completeBatchScript.Run(ctx, cn, keys, args...)
+		cc = completeBatchScript.Run(ctx, b.rdb, keys, args...)
 	}
 	if replies, err = cc.Slice(); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := rc.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		rc = readStartScript.Run(ctx, cn, rkeys, rargs...)
+		rc = runOnce(ctx, b.rdb, readStartScript, rkeys, rargs...)
 	}
 	v, err := rc.Slice()
 	if err != nil {

@@ -39,18 +39,53 @@ func nodeOf(ctx context.Context, rdb redis.UniversalClient, keys []string) (*red
 	return nil, fmt.Errorf("broker: no node of a %T", rdb)
 }
 
-// runOnce runs sc on a sticky connection of the node of keys, for a script
-// that is not idempotent on a second send: go-redis does not send it again
-// when the reply does not come in time (the caller gets the error; the script
-// may have run).
+// runOnce runs sc on rdb as a call go-redis never sends a second time
+// (onceScripter), for a script that is not idempotent on a second send: when
+// the reply does not come in time the caller gets the error (the script may
+// have run).
 func runOnce(ctx context.Context, rdb redis.UniversalClient, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
-	node, err := nodeOf(ctx, rdb, keys)
-	if err != nil {
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(err)
-		return cmd
-	}
-	cn := node.Conn()
-	defer cn.Close()
-	return sc.Run(ctx, cn, keys, args...)
+	return sc.Run(ctx, onceScripter{rdb}, keys, args...)
 }
+
+// scripter is a client or a pipeline.
+type scripter interface {
+	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// onceScripter sends EVALSHA and EVAL as commands that say NoRetry, which
+// go-redis does not send again after a failure, alone or in a pipeline (a
+// cluster client still follows MOVED and ASK, before which Redis ran
+// nothing). A failed dial is not retried either: the caller's own retry
+// (the worker's read loop backs off and reads again) covers it. A sticky
+// connection (Conn) would retry a dial, at about 18 allocations and 15 us a
+// call (a scratch benchmark on this machine).
+type onceScripter struct{ scripter }
+
+func (s onceScripter) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return s.eval(ctx, "evalsha", sha1, keys, args)
+}
+
+func (s onceScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return s.eval(ctx, "eval", script, keys, args)
+}
+
+// eval builds the command as go-redis's own Eval does.
+func (s onceScripter) eval(ctx context.Context, name, script string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, script, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	_ = s.Process(ctx, noRetry{cmd})
+	return cmd
+}
+
+// noRetry is a command go-redis does not send again (Cmder.NoRetry).
+type noRetry struct{ *redis.Cmd }
+
+func (noRetry) NoRetry() bool { return true }

@@ -163,3 +163,42 @@ func TestReadStartPastReadTimeout(t *testing.T) {
 		t.Fatalf("%d entries pending after a read of one (error %v), want 1 and the timeout", pending, err)
 	}
 }
+
+// CompleteNext's pipeline (the completion and the read of the next entry)
+// whose reply comes after the ReadTimeout is not sent again either.
+func TestCompleteNextPastReadTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	b := New(shortTimeout(t, srv))
+	q := QueueRef{Namespace: "ns", Name: "q"}
+	if err := b.EnsureQueue(ctx, q, DefaultQueueConfig()); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := b.Submit(ctx, q, SubmitRequest{Type: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ss, err := b.ReadStart(ctx, q, "w", "w", 1, 0)
+	if err != nil || len(ss) != 1 || !ss[0].Run {
+		t.Fatalf("read start: %v %v", ss, err)
+	}
+	if err := completeBatchScript.Load(ctx, srv.Client()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	x := Execution{Delivery: ss[0].Delivery, WorkerID: "w", Attempt: ss[0].Task.Attempt}
+	err = behindSlowScript(t, srv, b.rdb.(*redis.Client), func() error {
+		_, _, err := b.CompleteNext(ctx, q, x, Outcome{}, "w")
+		return err
+	})
+	var pending int64
+	for _, s := range keysFor(q).streams() {
+		p, perr := srv.Client().XPending(ctx, s, group).Result()
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		pending += p.Count
+	}
+	if pending != 1 || err == nil {
+		t.Fatalf("%d entries pending after a completion that reads one (error %v), want 1 and the timeout", pending, err)
+	}
+}
