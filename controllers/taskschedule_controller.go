@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -187,19 +188,19 @@ func wasInvalid(ts *dtqv1alpha1.TaskSchedule) bool {
 }
 
 // scheduleCursor is the newest slot handled: status.lastHandledSlot, or the
-// schedule's creation (its first slot is the first one after it). A status
-// written by dtq 7c16315 or earlier has no lastHandledSlot: its
-// lastScheduleTime was the cursor then, so it is the cursor until the first
-// write of this version (every write since sets lastHandledSlot whenever it
-// sets lastScheduleTime, which is never later).
+// schedule's creation (its first slot is the first one after it). A manager
+// of dtq 7c16315 or earlier (one upgraded, or still leading while the new one
+// starts) keeps its cursor in lastScheduleTime and leaves lastHandledSlot as
+// it was, so the later of the two is the cursor: this version never sets
+// lastScheduleTime past lastHandledSlot.
 func scheduleCursor(ts *dtqv1alpha1.TaskSchedule) time.Time {
-	switch {
-	case ts.Status.LastHandledSlot != nil:
-		return ts.Status.LastHandledSlot.Time
-	case ts.Status.LastScheduleTime != nil:
-		return ts.Status.LastScheduleTime.Time
+	cursor := ts.CreationTimestamp.Time
+	for _, t := range []*metav1.Time{ts.Status.LastHandledSlot, ts.Status.LastScheduleTime} {
+		if t != nil && t.After(cursor) {
+			cursor = t.Time
+		}
 	}
-	return ts.CreationTimestamp.Time
+	return cursor
 }
 
 // SetupWithManager watches TaskSchedules, the Tasks they own and the wake-ups

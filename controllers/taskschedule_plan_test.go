@@ -224,10 +224,11 @@ func TestDesiredRunTaskTTLFromNotBefore(t *testing.T) {
 	}
 }
 
-// TestScheduleCursor: the cursor is status.lastHandledSlot; a status written
-// before that field existed kept the cursor in lastScheduleTime, and reading
-// it from there keeps an upgraded schedule from handling every slot since its
-// creation again (as missed, or as a catch-up run).
+// TestScheduleCursor: the cursor is status.lastHandledSlot; a manager of
+// 7c16315 kept it in lastScheduleTime (and leaves lastHandledSlot as it
+// was), and reading it from there keeps an upgraded schedule from handling
+// slots again (every slot since its creation, as missed or as a catch-up
+// run, or those an old leader handled during the rollout).
 func TestScheduleCursor(t *testing.T) {
 	created := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	handled := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
@@ -237,9 +238,10 @@ func TestScheduleCursor(t *testing.T) {
 		st   dtqv1alpha1.TaskScheduleStatus
 		want time.Time
 	}{
-		"new schedule":      {want: created},
-		"lastHandledSlot":   {st: dtqv1alpha1.TaskScheduleStatus{LastHandledSlot: at(handled), LastScheduleTime: at(ran)}, want: handled},
-		"status of 7c16315": {st: dtqv1alpha1.TaskScheduleStatus{LastScheduleTime: at(handled)}, want: handled},
+		"new schedule":        {want: created},
+		"lastHandledSlot":     {st: dtqv1alpha1.TaskScheduleStatus{LastHandledSlot: at(handled), LastScheduleTime: at(ran)}, want: handled},
+		"status of 7c16315":   {st: dtqv1alpha1.TaskScheduleStatus{LastScheduleTime: at(handled)}, want: handled},
+		"7c16315 wrote after": {st: dtqv1alpha1.TaskScheduleStatus{LastHandledSlot: at(ran), LastScheduleTime: at(handled)}, want: handled},
 	} {
 		ts := &dtqv1alpha1.TaskSchedule{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.Time{Time: created}}, Status: tc.st}
 		if got := scheduleCursor(ts); !got.Equal(tc.want) {

@@ -151,14 +151,7 @@ func TestReadStartPastReadTimeout(t *testing.T) {
 		_, err := b.ReadStart(ctx, q, "w", "w", 1, 0)
 		return err
 	})
-	var pending int64
-	for _, s := range keysFor(q).streams() {
-		p, perr := srv.Client().XPending(ctx, s, group).Result()
-		if perr != nil {
-			t.Fatal(perr)
-		}
-		pending += p.Count
-	}
+	pending := pendingEntries(t, srv, q)
 	if pending != 1 || err == nil {
 		t.Fatalf("%d entries pending after a read of one (error %v), want 1 and the timeout", pending, err)
 	}
@@ -190,15 +183,22 @@ func TestCompleteNextPastReadTimeout(t *testing.T) {
 		_, _, err := b.CompleteNext(ctx, q, x, Outcome{}, "w")
 		return err
 	})
-	var pending int64
-	for _, s := range keysFor(q).streams() {
-		p, perr := srv.Client().XPending(ctx, s, group).Result()
-		if perr != nil {
-			t.Fatal(perr)
-		}
-		pending += p.Count
-	}
+	pending := pendingEntries(t, srv, q)
 	if pending != 1 || err == nil {
 		t.Fatalf("%d entries pending after a completion that reads one (error %v), want 1 and the timeout", pending, err)
 	}
+}
+
+// pendingEntries counts q's entries read and not yet acknowledged.
+func pendingEntries(t *testing.T, srv *redistest.Server, q QueueRef) int64 {
+	t.Helper()
+	var n int64
+	for _, s := range keysFor(q).streams() {
+		p, err := srv.Client().XPending(ctx, s, group).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += p.Count
+	}
+	return n
 }
