@@ -70,6 +70,7 @@ type QueueConfig struct {
 	VisibilityTimeout  time.Duration // idle time before another worker may reclaim an entry (30s)
 	ReplicaAcks        int           // replicas that must acknowledge each Submit and Complete before it returns (0: none; see replicas.go)
 	ReplicaAckTimeout  time.Duration // how long a write waits for them before it fails with ErrNotReplicated (1s)
+	Flow               *FlowControl  // limits across every worker of the queue (flow.go); nil: none, today's scripts run unchanged
 }
 
 // DefaultQueueConfig returns the defaults of the original dtq.
@@ -148,6 +149,7 @@ type SubmitRequest struct {
 	ExpiresAt      time.Time       // zero: never; a task not started by then ends Expired
 	FromTaskCR     bool            // a Task CR submits it (ID = its UID): TaskCRTasks lists it until it ends
 	Metadata       json.RawMessage // optional JSON object, at most MaxMetadataBytes compact; stored, not interpreted
+	FlowKey        string          // optional flow key (flow.go), at most MaxFlowKeyBytes printable; inert on a queue without flow control
 }
 
 // SubmitResult is a successful submission: a new task (HTTP 202) or, with
@@ -188,6 +190,10 @@ type TaskInfo struct {
 	// when it reported none. A new attempt clears it.
 	Progress   json.RawMessage
 	ProgressAt time.Time
+	FlowKey    string // the submission's flow key; "" when none
+	// WaitReason says why a Queued task of a flow-controlled queue waits
+	// (e.g. "key tenant-a at concurrency 3/3"), computed by GetTask; "" otherwise.
+	WaitReason string
 }
 
 // QueueStats is a queue's backlog, read for status and autoscaling.
@@ -217,6 +223,7 @@ type QueueMetrics struct {
 	// its stream (submitted, or promoted when due); zero when none waits.
 	OldestQueued time.Time
 	Counters     Counters
+	Flow         FlowMetrics // zero when the queue has no flow control
 }
 
 // Counters are a queue's totals. A submission naming the ID of a task that
