@@ -16,7 +16,11 @@ limitations under the License.
 
 package broker
 
-import "time"
+import (
+	"context"
+	"errors"
+	"time"
+)
 
 // Flow control: limits that hold across every worker of a queue, applied
 // inside the claim (docs/flow-control.md). A queue's limits are written by
@@ -95,4 +99,10 @@ type KeyFlow struct {
 	Weight      int64
 	Parked      FlowLimit // LimitKeyConcurrency or LimitKeyRate while parked; "" otherwise
 	EligibleAt  time.Time // when a rate-parked key may start again
+}
+
+// FlowKeys returns up to top keys of a flow-controlled queue, busiest first
+// (held slots, then backlog).
+func (b *Broker) FlowKeys(ctx context.Context, q QueueRef, top int) ([]KeyFlow, error) {
+	return nil, errors.New("broker: FlowKeys: not built yet") // replaced by the engine's implementation before merge
 }
