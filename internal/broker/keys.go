@@ -54,20 +54,20 @@ const (
 
 	// Flow control (flow.go, flow_scripts.go): the limits, then the
 	// per-key structures the claim admits from.
-	sufFlow          = "flow"      // string: the queue's limits as the claim reads them, "off" while draining after they were removed
-	sufFlowMigrate   = "fc:mig"    // string: set while stream entries from before flow control wait to be moved into the key lists
-	sufFlowOverrides = "fc:o"      // hash: key -> "weight cap limit period_us burst"
-	sufFlowState     = "fc:s"      // hash: tat (the queue's GCRA), v<band> (virtual time), n (tasks in key lists)
-	sufFlowList      = "fc:q:"     // + band + ":" + key: list of task IDs, FIFO
-	sufFlowReady     = "fc:r:"     // + band: zset key -> start tag (Weighted) or head task's time (FIFO)
-	sufFlowFinish    = "fc:f:"     // + band: zset key -> finish tag of a key out of the ready set
-	sufFlowHeld      = "fc:held"   // hash: task id -> key, one per held concurrency slot
-	sufFlowHeldCount = "fc:hc"     // hash: key -> slots its tasks hold
-	sufFlowKeyTAT    = "fc:tat"    // hash: key -> the key's GCRA theoretical arrival time, us
-	sufFlowParked    = "fc:park"   // hash: key -> reason ("c" cap, "r" rate) and the bands it left
-	sufFlowTimed     = "fc:timed"  // zset: rate-parked key -> when it may start again, us
-	sufFlowWake      = "fc:wake"   // stream of wake tokens, read by waiting workers in group flowWakeGroup
-	sufFlowTimer     = "fc:timer"  // string: the worker that waits on a rate limit's timer (the others wait for tokens)
+	sufFlow          = "flow"     // string: the queue's limits as the claim reads them, "off" while draining after they were removed
+	sufFlowMigrate   = "fc:mig"   // string: set while stream entries from before flow control wait to be moved into the key lists
+	sufFlowOverrides = "fc:o"     // hash: key -> "weight cap limit period_us burst"
+	sufFlowState     = "fc:s"     // hash: tat (the queue's GCRA), v<band> (virtual time), n (tasks in key lists)
+	sufFlowList      = "fc:q:"    // + band + ":" + key: list of task IDs, FIFO
+	sufFlowReady     = "fc:r:"    // + band: zset key -> start tag (Weighted) or head task's time (FIFO)
+	sufFlowFinish    = "fc:f:"    // + band: zset key -> finish tag of a key out of the ready set
+	sufFlowHeld      = "fc:held"  // hash: task id -> key, one per held concurrency slot
+	sufFlowHeldCount = "fc:hc"    // hash: key -> slots its tasks hold
+	sufFlowKeyTAT    = "fc:tat"   // hash: key -> the key's GCRA theoretical arrival time, us
+	sufFlowParked    = "fc:park"  // hash: key -> reason ("c" cap, "r" rate) and the bands it left
+	sufFlowTimed     = "fc:timed" // zset: rate-parked key -> when it may start again, us
+	sufFlowWake      = "fc:wake"  // stream of wake tokens, read by waiting workers in group flowWakeGroup
+	sufFlowTimer     = "fc:timer" // string: the worker that waits on a rate limit's timer (the others wait for tokens)
 )
 
 // flowWakeGroup is the consumer group of the wake-token stream.
