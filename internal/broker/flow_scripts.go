@@ -106,11 +106,12 @@ end
 -- fc_ready adds key to band b's ready set unless it is there: Weighted at
 -- the later of its finish tag (kept in fc:f:<band> while it was out) and the
 -- band's virtual time, so a key cannot gain by leaving and coming back; FIFO
--- at its head task's time. True when it was added.
-local function fc_ready(F, b, key)
+-- at its head task's time (head when the caller knows it). True when it was
+-- added.
+local function fc_ready(F, b, key, head)
   local score
   if F.fifo then
-    score = head_time(b, key)
+    score = head or head_time(b, key)
     if not score then return false end
   else
     score = math.max(tonumber(redis.call("ZSCORE", k_ffin(b), key)) or 0, vtime(b))
@@ -118,17 +119,17 @@ local function fc_ready(F, b, key)
   return redis.call("ZADD", k_fready(b), "NX", fnum(score), key) == 1
 end
 
--- fc_enqueue appends task id to key's list in band b. A list that was empty
--- makes the key ready in b (or, while the key is parked, adds b to the bands
--- it returns to), and a key that became ready is owed one wake token: a
--- waiting worker may now admit it.
-local function fc_enqueue(F, b, key, id)
+-- fc_enqueue appends task id, runnable since at (Unix ms), to key's list in
+-- band b. A list that was empty makes the key ready in b (or, while the key
+-- is parked, adds b to the bands it returns to), and a key that became ready
+-- is owed one wake token: a waiting worker may now admit it.
+local function fc_enqueue(F, b, key, id, at)
   FQ_ADDED = FQ_ADDED + 1
   if redis.call("RPUSH", k_flist(b, key), id) > 1 then return end
   local p = parked(key)
   if p then
     park_band(key, p, b)
-  elseif fc_ready(F, b, key) then
+  elseif fc_ready(F, b, key, tonumber(at)) then
     WAKE = 1
   end
 end
@@ -327,16 +328,16 @@ local function fc_charge(key)
   end
 end
 
--- fc_route queues task id (hash tk, band b, flow key key) again after it
--- left Running or the schedule: in its key list while the queue has flow
--- control, else in its band stream as without it. fields are written to
--- the task hash with its new msg ("" in a list). Returns the entry ID ("" in
--- a list).
-local function fc_route(tk, id, b, key, attempt, fields)
+-- fc_route queues task id (hash tk, band b, flow key key) again, runnable
+-- since at, after it left Running or the schedule: in its key list while the
+-- queue has flow control, else in its band stream as without it. fields are
+-- written to the task hash with its new msg ("" in a list). Returns the
+-- entry ID ("" in a list).
+local function fc_route(tk, id, b, key, attempt, at, fields)
   local F = flow_cfg()
   local msg = ""
   if F and not F.off then
-    fc_enqueue(F, b, key, id)
+    fc_enqueue(F, b, key, id, at)
     fields[#fields + 1] = "fq"
     fields[#fields + 1] = "1"
   else
@@ -382,10 +383,10 @@ local function fc_migrate(F, consumer)
       local t = ""
       for i = 1, #e[2], 2 do if e[2][i] == "t" then t = e[2][i + 1] end end
       local tk = k_task(t)
-      local h = redis.call("HMGET", tk, "state", "msg", "fk")
+      local h = redis.call("HMGET", tk, "state", "msg", "fk", "available_at", "created_at")
       if h[1] == "Queued" and h[2] == e[1] then
         redis.call("HSET", tk, "msg", "", "fq", "1")
-        fc_enqueue(F, b, h[3] or "", t)
+        fc_enqueue(F, b, h[3] or "", t, h[4] or h[5])
       end
     end
     if #ids > 0 then
@@ -526,10 +527,10 @@ local function fc_deliver(F, picks, consumer, worker, now, nowtxt)
         else
           local t = ""
           for i = 1, #e[2], 2 do if e[2][i] == "t" then t = e[2][i + 1] end end
-          local h = redis.call("HMGET", k_task(t), "state", "msg", "fk")
+          local h = redis.call("HMGET", k_task(t), "state", "msg", "fk", "available_at", "created_at")
           if h[1] == "Queued" and h[2] == e[1] then
             redis.call("HSET", k_task(t), "msg", "", "fq", "1")
-            fc_enqueue(F, b, h[3] or "", t)
+            fc_enqueue(F, b, h[3] or "", t, h[4] or h[5])
           end
           redis.call("XACK", k_stream(b), GROUP, e[1])
           redis.call("XDEL", k_stream(b), e[1])

@@ -509,7 +509,7 @@ local function submit(tk, rk, a)
     state, avail = "Pending", notBefore
     redis.call("ZADD", KEYS[2], notBefore, id)
   elseif F then
-    fc_enqueue(F, prio, fkey, id)
+    fc_enqueue(F, prio, fkey, id, now)
   else
     msg = redis.call("XADD", KEYS[3 + tonumber(prio)], "*", "t", id, "a", 1)
   end
@@ -901,7 +901,7 @@ if ran == "1" then
     return {exhaust(id, attempt - 1, h[5], "worker lost the task on every attempt (interrupted by a drain, a crash or the visibility timeout)", "WorkerLost", now, nowtxt)}
   end
 end
-fc_route(tk, id, h[9], h[10] or "", attempt, {"state", "Queued", "attempt", attempt, "available_at", now})
+fc_route(tk, id, h[9], h[10] or "", attempt, now, {"state", "Queued", "attempt", attempt, "available_at", now})
 event("TaskReleased", id, attempt, now)
 return {"Queued"}
 `)
@@ -969,7 +969,7 @@ for _, id in ipairs(ids) do
     else
       local ev = "TaskQueued"
       if state == "Retrying" then attempt, ev = attempt + 1, "TaskRetried" end
-      fc_route(tk, id, h[3], h[7] or "", attempt, {"state", "Queued", "attempt", attempt, "available_at", now})
+      fc_route(tk, id, h[3], h[7] or "", attempt, now, {"state", "Queued", "attempt", attempt, "available_at", now})
       event(ev, id, attempt, now)
       moved = moved + 1
     end
@@ -1045,7 +1045,7 @@ if token ~= "" and h[7] == token then return {"ok", redis.call("HGETALL", tk)} e
 if h[1] ~= "DeadLettered" and not (token ~= "" and h[1] == "Failed") then return {"conflict", h[1]} end
 if h[4] then redis.call("XDEL", KEYS[2], h[4]) end
 redis.call("HDEL", tk, "dlq", "discarded", "cancel_requested", "started_at", "finished_at", "worker_id")
-fc_route(tk, id, h[3], h[8] or "", 1, {"state", "Queued", "attempt", 1, "previous_attempts", int((tonumber(h[6]) or 0) + tonumber(h[2])),
+fc_route(tk, id, h[3], h[8] or "", 1, now, {"state", "Queued", "attempt", 1, "previous_attempts", int((tonumber(h[6]) or 0) + tonumber(h[2])),
   "available_at", now})
 if token ~= "" then redis.call("HSET", tk, "retry_token", token) end
 redis.call("PERSIST", tk) -- retention counts from the end again
