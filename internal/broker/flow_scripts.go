@@ -16,6 +16,8 @@ limitations under the License.
 
 package broker
 
+import "strconv"
+
 // Flow control's Lua (docs/flow-control-engine.md has the layout and the
 // algorithm in prose). A flow-controlled queue keeps its queued tasks in one
 // list per (band, key), fc:q:<band>:<key>, instead of the band streams; the
@@ -715,4 +717,230 @@ if was and was.fifo ~= F.fifo then
 end
 unpark_all(F)
 return "changed"
+`)
+
+// flowScanKeys is how many keys per band the read-only flow scripts
+// (metrics, FlowKeys) look at; a queue with more keys in a band has its
+// metrics estimated from them.
+const flowScanKeys = 1000
+
+// luaFlowScan is scan_keys for the read-only flow scripts.
+var luaFlowScan = `
+-- scan_keys returns the keys with queued tasks, as {key -> {ready = tasks in
+-- bands where it is ready, parked = tasks in bands it left, bands = {band ->
+-- tasks}}}, reading up to ` + strconv.Itoa(flowScanKeys) + ` ready keys per band and
+-- every parked key, one LLEN per (band, key); and the tasks per band.
+local function scan_keys()
+  local keys, bandq = {}, {}
+  local function add(key, b, ready)
+    local q = redis.call("LLEN", k_flist(b, key))
+    local k = keys[key]
+    if not k then
+      k = {ready = 0, parked = 0, bands = {}}
+      keys[key] = k
+    end
+    if ready then k.ready = k.ready + q else k.parked = k.parked + q end
+    k.bands[b] = q
+    bandq[b + 1] = bandq[b + 1] + q
+  end
+  local park = redis.call("HGETALL", K_FPARK)
+  for i = 1, #park, 2 do PARK[park[i]] = park[i + 1] end
+  for b = 0, 9 do
+    bandq[b + 1] = 0
+    for _, key in ipairs(redis.call("ZRANGE", k_fready(b), 0, SCAN_KEYS - 1)) do
+      PARK[key] = PARK[key] or false
+      add(key, b, true)
+    end
+  end
+  for i = 1, #park, 2 do
+    for b in string.gmatch(string.sub(park[i + 1], 2), "%d") do add(park[i], tonumber(b), false) end
+  end
+  return keys, bandq, park
+end
+`
+
+// flowMetricsScript reads a flow-controlled queue's share of QueueMetrics
+// (read only; its rate clock is TIME): tasks in key lists, held slots, the
+// tasks the limits admit now (each ready key's queued tasks up to its free
+// slots and its rate's room), the keys, the limits holding work back (most
+// tasks held back first) and the queued tasks per band. Keys beyond
+// flowScanKeys per band are estimated as the scanned ones.
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> rate clock, Unix us ("": TIME; tests only)
+//
+// Returns {} without flow control, else {tasks in lists, held, admissible,
+// active keys, parked keys, {limit...}, {tasks per band p0..p9}}.
+var flowMetricsScript = script(`
+FLOW_CLOCK = ARGV[2]
+local SCAN_KEYS = ` + strconv.Itoa(flowScanKeys) + `
+` + luaFlowScan + `
+local F = flow_parse(redis.call("GET", K_FLOW))
+if not F then return {} end
+local fnow = flow_now()
+local n = tonumber(redis.call("HGET", K_FS, "n")) or 0
+local held = redis.call("HLEN", K_FHELD)
+local keys, bandq, park = scan_keys()
+local admissible, counted, active, capBack, rateBack = 0, 0, 0, 0, 0
+for key, k in pairs(keys) do
+  if k.ready + k.parked > 0 then active = active + 1 end
+  counted = counted + k.ready + k.parked
+  local l = key_limits(F, key)
+  local adm = k.ready
+  if l.cap > 0 then adm = math.min(adm, math.max(0, l.cap - held_of(key))) end
+  capBack = capBack + k.ready - adm
+  if l.rl > 0 and adm > 0 then
+    local room = gcra_room(tonumber(redis.call("HGET", K_FTAT, key)) or 0, fnow, l.rl, l.rp, l.rb)
+    rateBack = rateBack + adm - math.min(adm, room)
+    adm = math.min(adm, room)
+  end
+  local p = parked(key)
+  if p and string.sub(p, 1, 1) == "c" then capBack = capBack + k.parked else rateBack = rateBack + k.parked end
+  admissible = admissible + adm
+end
+if counted > 0 and counted < n then
+  -- More keys than were scanned: the rest is taken to be like the scanned.
+  admissible = math.floor(admissible * n / counted)
+  capBack, rateBack = math.floor(capBack * n / counted), math.floor(rateBack * n / counted)
+  local top = 1
+  for b = 2, 10 do if bandq[b] > bandq[top] then top = b end end
+  bandq[top] = bandq[top] + n - counted
+end
+local limits = {}
+if F.maxc > 0 and F.maxc - held < admissible then limits[#limits + 1] = {"MaxConcurrency", admissible - math.max(0, F.maxc - held)} end
+if F.rl > 0 and n > 0 then
+  local room = gcra_room(tonumber(redis.call("HGET", K_FS, "tat")) or 0, fnow, F.rl, F.rp, F.rb)
+  if room < admissible then limits[#limits + 1] = {"RateLimit", admissible - room} end
+end
+if capBack > 0 then limits[#limits + 1] = {"KeyConcurrency", capBack} end
+if rateBack > 0 then limits[#limits + 1] = {"KeyRateLimit", rateBack} end
+table.sort(limits, function(a, b) return a[2] > b[2] end)
+local names = {}
+for i, l in ipairs(limits) do names[i] = l[1] end
+return {n, held, admissible, active, #park / 2, names, bandq}
+`)
+
+// flowKeysScript lists a flow-controlled queue's keys (read only): those
+// with queued tasks (up to flowScanKeys per band) or held slots, each with
+// its tasks, slots, cap, weight, parking and when a rate-parked key may
+// start again (us).
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+//
+// Returns {} without flow control, else {{key, queued, held, cap, weight,
+// parked reason ("c", "r" or ""), eligible us or ""}...}.
+var flowKeysScript = script(`
+local SCAN_KEYS = ` + strconv.Itoa(flowScanKeys) + `
+` + luaFlowScan + `
+local F = flow_parse(redis.call("GET", K_FLOW))
+if not F then return {} end
+local keys = scan_keys()
+local hc = redis.call("HGETALL", K_FHC)
+for i = 1, #hc, 2 do
+  HC[hc[i]] = tonumber(hc[i + 1])
+  keys[hc[i]] = keys[hc[i]] or {ready = 0, parked = 0}
+end
+local out = {}
+for key, k in pairs(keys) do
+  local l = key_limits(F, key)
+  local p = parked(key)
+  local reason, at = p and string.sub(p, 1, 1) or "", ""
+  if reason == "r" then at = redis.call("ZSCORE", K_FTIMED, key) or "" end
+  out[#out + 1] = {key, k.ready + k.parked, HC[key] or 0, l.cap, l.w, reason, at}
+end
+return out
+`)
+
+// flowWaitScript says why a queued task of a flow-controlled queue waits
+// (GetTask's TaskInfo.WaitReason; read only).
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:paused
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> task id
+// ARGV[3]        -> its band
+// ARGV[4]        -> its flow key
+// ARGV[5]        -> rate clock, Unix us ("": TIME; tests only)
+//
+// Returns the reason ("" when the queue has no flow control).
+var flowWaitScript = script(`
+FLOW_CLOCK = ARGV[5]
+local id, b, key = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local F = flow_parse(redis.call("GET", K_FLOW))
+if not F or F.off then return "" end
+if redis.call("EXISTS", KEYS[1]) == 1 then return "queue paused" end
+local function period(us)
+  if us % 1000000 == 0 then return (us / 1000000) .. "s" end
+  if us % 1000 == 0 then return (us / 1000) .. "ms" end
+  return us .. "us"
+end
+local name = key == "" and '""' or key
+local fnow = flow_now()
+local held = redis.call("HLEN", K_FHELD)
+if F.maxc > 0 and held >= F.maxc then return string.format("queue at concurrency %d/%d", held, F.maxc) end
+if F.rl > 0 then
+  local room, at = gcra_room(tonumber(redis.call("HGET", K_FS, "tat")) or 0, fnow, F.rl, F.rp, F.rb)
+  if room == 0 then
+    return string.format("queue at rate limit %d/%s (next start in %dms)", F.rl, period(F.rp), math.ceil((at - fnow) / 1000))
+  end
+end
+local l = key_limits(F, key)
+local hk = held_of(key)
+if l.cap > 0 and hk >= l.cap then return string.format("key %s at concurrency %d/%d", name, hk, l.cap) end
+if l.rl > 0 then
+  local room, at = gcra_room(tonumber(redis.call("HGET", K_FTAT, key)) or 0, fnow, l.rl, l.rp, l.rb)
+  if room == 0 then
+    return string.format("key %s at rate limit %d/%s (next start in %dms)", name, l.rl, period(l.rp), math.ceil((at - fnow) / 1000))
+  end
+end
+local pos = redis.call("LPOS", k_flist(b, key), id)
+if pos and pos > 0 then return string.format("behind %d tasks of key %s", pos, name) end
+return string.format("next of key %s, waiting for its turn among the keys and a free worker", name)
+`)
+
+// flowReconcileScript checks a flow-controlled queue's slots against its
+// tasks (ReconcileFlowSlots): a slot whose task is not Running is given back
+// (fc_release, which also returns parked keys and wakes workers), the
+// per-key counts are rebuilt from the slots, and a key parked at its cap
+// that is below it returns to its bands.
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+//
+// Returns {slots given back, per-key counts corrected}.
+var flowReconcileScript = script(`
+local held = redis.call("HGETALL", K_FHELD)
+local gone, per = {}, {}
+for i = 1, #held, 2 do
+  local id, key = held[i], held[i + 1]
+  if redis.call("HGET", k_task(id), "state") ~= "Running" then
+    gone[#gone + 1] = id
+  else
+    per[key] = (per[key] or 0) + 1
+  end
+end
+fc_release(gone)
+local fixed = 0
+local hc = redis.call("HGETALL", K_FHC)
+for i = 1, #hc, 2 do
+  if per[hc[i]] ~= tonumber(hc[i + 1]) then
+    fixed = fixed + 1
+    if per[hc[i]] then redis.call("HSET", K_FHC, hc[i], per[hc[i]]) else redis.call("HDEL", K_FHC, hc[i]) end
+  end
+  per[hc[i]] = nil
+end
+for key, n in pairs(per) do
+  fixed = fixed + 1
+  redis.call("HSET", K_FHC, key, n)
+end
+local F = flow_cfg()
+if F then
+  local park = redis.call("HGETALL", K_FPARK)
+  for i = 1, #park, 2 do
+    local cap = key_limits(F, park[i]).cap
+    if string.sub(park[i + 1], 1, 1) == "c" and (cap == 0 or (tonumber(redis.call("HGET", K_FHC, park[i])) or 0) < cap) then
+      if fc_unpark(F, park[i]) then WAKE = WAKE + 1 end
+    end
+  end
+end
+return {#gone, fixed}
 `)
