@@ -574,8 +574,17 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
       local z = {}
       for k in pairs(moved) do if score[k] then z[#z + 1] = fnum(score[k]); z[#z + 1] = k end end
       if #z > 0 then redis.call("ZADD", rk, "XX", unpack(z)) end
-      for _, k in ipairs(keys) do if score[k] then more = true end end
-      more = more or bound < math.huge
+      if allowed <= 0 then
+        -- Filled: is admissible work left? A key left in the window may
+        -- have emptied unnoticed (an emptied key leaves only when popped
+        -- again), so up to three of them are looked at.
+        local left = {}
+        for _, k in ipairs(keys) do if score[k] then left[#left + 1] = k end end
+        table.sort(left, function(x, y) return score[x] < score[y] end)
+        for i = 1, math.min(3, #left) do
+          if redis.call("LLEN", k_flist(b, left[i])) > 0 then more = true; break end
+        end
+      end
     end
   end
   return picks, keyWhy, more

@@ -246,7 +246,7 @@ func check(t *testing.T, name string, budget int, got map[string]int) {
 // per-key caps that do not bind (1000), weighted fairness, and opBatch keys,
 // the benchmark's shape. The plain budgets above are unchanged by flow
 // control. First values, 2026-12-03: the whole life of a task in batches of
-// opBatch costs (123 + 145 + 204) / 32 = 14.75 commands with flow control,
+// opBatch costs (123 + 146 + 204) / 32 = 14.8 commands with flow control,
 // (116 + 78 + 198) / 32 = 12.25 without.
 const (
 	// flowBudgetSubmitNewKey: one Submit whose key had no queued task: an
@@ -266,11 +266,13 @@ const (
 	// flowBudgetStartOne: ReadStart admitting one task: MGET of the paused and
 	// flow keys, the timed keys, a window of each band's ready set (bands 9..5
 	// here), LPOP, HGETALL, XADD to the band stream and XREADGROUP, the start's
-	// HSET, then the slot, counts and virtual time written once; 16 without.
-	flowBudgetStartOne = 21
+	// HSET, then the slot, counts and virtual time written once, and one LLEN
+	// (a claim that filled its count wakes the next worker only when work is
+	// left); 16 without.
+	flowBudgetStartOne = 22
 	// flowBudgetStartBatch: ReadStart admitting opBatch tasks of opBatch keys:
 	// LPOP, HGETALL, XADD and HSET per task, the rest per call; 78 without.
-	flowBudgetStartBatch = 145
+	flowBudgetStartBatch = 146
 	// flowBudgetCompleteOne: one Complete: the slot given back (HMGET and HDEL
 	// of fc:held, HMGET and HDEL of the key's count) and the execution time
 	// (two HINCRBY); 12 without.
@@ -279,8 +281,8 @@ const (
 	// six commands per call; 198 without.
 	flowBudgetCompleteBatch = 204
 	// flowBudgetCompleteNext: one CompleteNext admitting the next task: a
-	// flow complete and a flow start (18 + 21); 28 without.
-	flowBudgetCompleteNext = 39
+	// flow complete and a flow start (18 + 22); 28 without.
+	flowBudgetCompleteNext = 40
 )
 
 func TestFlowOperationCounts(t *testing.T) {
