@@ -845,6 +845,8 @@ end
 // tasks held back first) and the queued tasks per band. Keys beyond
 // flowScanKeys per band are estimated as the scanned ones.
 //
+// KEYS[1]        -> dtq:{<ns>/<q>}:flow (routes the call to the queue's slot)
+//
 // ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
 // ARGV[2]        -> rate clock, Unix us ("": TIME; tests only)
 //
@@ -903,6 +905,8 @@ return {n, held, admissible, active, #park / 2, names, bandq}
 // with queued tasks (up to flowScanKeys per band) or held slots, each with
 // its tasks, slots, cap, weight, parking and when a rate-parked key may
 // start again (us).
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:flow (routes the call to the queue's slot)
 //
 // ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
 //
@@ -982,6 +986,8 @@ return string.format("next of key %s, waiting for its turn among the keys and a 
 // (fc_release, which also returns parked keys and wakes workers), the
 // per-key counts are rebuilt from the slots, and a key parked at its cap
 // that is below it returns to its bands.
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:flow (routes the call to the queue's slot)
 //
 // ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
 //
