@@ -53,7 +53,8 @@ const flowHeadroomNum, flowHeadroomDen = 5, 4
 // workers only. On a flow-controlled queue the backlog is the waiting tasks
 // the limits let start (admissible) + inFlight, and the count is capped by
 // the workers the queue-wide limits can keep busy (flowWorkerCap), so work a
-// limit holds back adds no workers. It returns the limit that capped it.
+// limit holds back adds no workers. It returns the limit that capped the
+// count, or "" when none did or minReplicas or maxReplicas decided it.
 func wantedReplicas(q *dtqv1alpha1.Queue, st broker.QueueStats) (int32, dtqv1alpha1.FlowLimit) {
 	lo, hi, target := scalingBounds(q.Spec.Scaling)
 	backlog := st.Queued + st.InFlight
@@ -68,7 +69,11 @@ func wantedReplicas(q *dtqv1alpha1.Queue, st broker.QueueStats) (int32, dtqv1alp
 	if capWorkers, limit := flowWorkerCap(q, st.Flow.MeanExec); limit != "" && capWorkers < want {
 		want, by = capWorkers, limit
 	}
-	return int32(min(max(want, int64(lo)), int64(hi))), by
+	clamped := min(max(want, int64(lo)), int64(hi))
+	if clamped != want { // minReplicas or maxReplicas decides, not the limit
+		by = ""
+	}
+	return int32(clamped), by
 }
 
 // flowWorkerCap is the most workers the queue-wide limits of q can keep

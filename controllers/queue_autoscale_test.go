@@ -75,7 +75,9 @@ func TestWantedReplicasFlow(t *testing.T) {
 		"the HTTP handler's concurrency is a worker's slots": {
 			withHTTPConcurrency(queue(1, 100, 4, maxConc10), 2), backlog(5000, 5000, 10, time.Second), 5, dtqv1alpha1.LimitMaxConcurrency},
 		"the minimum wins over a cap": {
-			queue(5, 100, 4, maxConc10), backlog(5000, 5000, 10, time.Second), 5, dtqv1alpha1.LimitMaxConcurrency},
+			queue(5, 100, 4, maxConc10), backlog(5000, 5000, 10, time.Second), 5, ""},
+		"the maximum wins under a cap": {
+			queue(1, 10, 4, rate50), backlog(100000, 100000, 50, time.Second), 10, ""},
 		"paused: in flight only": {
 			queue(0, 100, 4, keyCap2), func() broker.QueueStats { s := backlog(30000, 600, 0, time.Second); s.Paused = true; return s }(), 0, ""},
 		"flow control in the spec, none in Redis yet: queued counts": {
