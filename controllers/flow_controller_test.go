@@ -17,6 +17,8 @@ limitations under the License.
 package controllers
 
 import (
+	"time"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -29,6 +31,47 @@ import (
 )
 
 var _ = Describe("Flow control", func() {
+	It("writes spec.flowControl into the queue's Redis config, and a change applies on the next reconcile", func() {
+		ns := newNamespace("flowcfg")
+		ref := broker.QueueRef{Namespace: ns, Name: "q"}
+		q := testutil.MakeQueue("q", ns).FlowControl(&dtqv1alpha1.FlowControl{
+			RateLimit:      &dtqv1alpha1.FlowRate{Limit: 200, Burst: 20},
+			MaxConcurrency: ptr.To[int32](400),
+			PerKey:         &dtqv1alpha1.KeyLimits{Concurrency: ptr.To[int32](3)},
+			Overrides:      []dtqv1alpha1.KeyOverride{{Key: "tenant-gold", Weight: 5, Concurrency: ptr.To[int32](10)}},
+		}).Obj()
+		Expect(k8sClient.Create(ctx, q)).To(Succeed())
+		flowInRedis := func(g Gomega) *broker.FlowControl {
+			c, err := engine.QueueConfig(ctx, ref)
+			g.Expect(err).NotTo(HaveOccurred())
+			return c.Flow
+		}
+		Eventually(flowInRedis, timeout, poll).Should(Equal(&broker.FlowControl{
+			Rate:           &broker.FlowRate{Limit: 200, Period: time.Second, Burst: 20},
+			MaxConcurrency: 400,
+			PerKey:         broker.KeyLimits{Concurrency: 3},
+			Fairness:       broker.FairnessWeighted,
+			Overrides:      map[string]broker.KeyOverride{"tenant-gold": {Weight: 5, KeyLimits: broker.KeyLimits{Concurrency: 10}}},
+		}))
+
+		By("lowering the rate and making fairness FIFO (a kubectl patch)")
+		patchQueue(q, func(q *dtqv1alpha1.Queue) {
+			q.Spec.FlowControl.RateLimit = &dtqv1alpha1.FlowRate{Limit: 20, Period: dtqv1alpha1.NewDuration(time.Minute), Burst: 1}
+			q.Spec.FlowControl.Fairness = dtqv1alpha1.FairnessFIFO
+			q.Spec.FlowControl.Overrides = nil
+		})
+		Eventually(flowInRedis, timeout, poll).Should(Equal(&broker.FlowControl{
+			Rate:           &broker.FlowRate{Limit: 20, Period: time.Minute, Burst: 1},
+			MaxConcurrency: 400,
+			PerKey:         broker.KeyLimits{Concurrency: 3},
+			Fairness:       broker.FairnessFIFO,
+		}))
+
+		By("removing flowControl")
+		patchQueue(q, func(q *dtqv1alpha1.Queue) { q.Spec.FlowControl = nil })
+		Eventually(flowInRedis, timeout, poll).Should(BeNil())
+	})
+
 	It("writes status.flow and the FlowLimited condition on a Queue with flowControl, and removes both with it", func() {
 		ns := newNamespace("flow")
 		q := testutil.MakeQueue("q", ns).FlowControl(&dtqv1alpha1.FlowControl{MaxConcurrency: ptr.To[int32](2)}).Obj()
