@@ -110,6 +110,7 @@ func TestSameSemanticsAsTheAPI(t *testing.T) {
 			return err
 		},
 		"bad priority": func(p client.Producer) error { _, err := p.Submit(ctx, "send", nil, client.Priority(42)); return err },
+		"bad flow key": func(p client.Producer) error { _, err := p.Submit(ctx, "send", nil, client.FlowKey("a b")); return err },
 		"too large": func(p client.Producer) error {
 			_, err := p.Submit(ctx, "send", map[string]string{"x": string(make([]byte, 100))})
 			return err
