@@ -37,9 +37,9 @@ import (
 
 type submitFlags struct {
 	file, name, queue, typ, payload, key, flowKey, output string
-	priority, maxAttempts                        int32
-	timeout, delay, ttl                          time.Duration
-	viaAPI                                       bool
+	priority, maxAttempts                                 int32
+	timeout, delay, ttl                                   time.Duration
+	viaAPI                                                bool
 }
 
 func newSubmitCommand(c *cli) *cobra.Command {
