@@ -140,6 +140,14 @@ type QueueSpec struct {
 	// sidecar the operator adds to the pod (docs/http-handlers.md).
 	// +optional
 	Handler *QueueHandler `json:"handler,omitempty"`
+
+	// flowControl limits the queue's task starts and running tasks across
+	// all of its workers, per queue and per flow key, and shares them between
+	// keys (docs/flow-control.md). Unset, tasks start in priority and
+	// submission order as fast as workers take them. Changes apply to the
+	// next start, without restarting workers.
+	// +optional
+	FlowControl *FlowControl `json:"flowControl,omitempty"`
 }
 
 // QueueHandler names the handler of a queue's tasks.
@@ -179,6 +187,10 @@ type HTTPHandler struct {
 
 // QueueScaling sizes the worker Deployment:
 // desired = clamp(ceil((queued + inFlight) / targetBacklogPerWorker), minReplicas, maxReplicas).
+// With spec.flowControl, only the waiting tasks the limits let start count
+// (status.flow.admissible), and the count is capped by what the limits can
+// use: maxConcurrency, and rateLimit times the mean execution time plus a
+// quarter, divided by each worker's concurrency (docs/flow-control.md).
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
 type QueueScaling struct {
 	// mode says who sets the worker Deployment's replica count: Backlog (the
@@ -320,6 +332,12 @@ const (
 	// spec.handler.http.path or port), or it is not ready. Set only on
 	// Queues with an HTTP handler, and removed with spec.handler.
 	QueueHandlerReachable = "HandlerReachable"
+	// QueueFlowLimited is True while a limit of spec.flowControl holds
+	// waiting tasks back, with the most binding limit as its reason
+	// (RateLimit, MaxConcurrency, KeyConcurrency, KeyRateLimit), and False
+	// (NotLimited) while none does. Set only on Queues with flowControl, and
+	// removed with it.
+	QueueFlowLimited = "FlowLimited"
 	// QueueWorkerEnvOverridden is True when workerTemplate sets variables the
 	// operator owns (the queue's identity, the Redis credential); the
 	// operator's values replace them.
@@ -346,6 +364,9 @@ const (
 	ReasonAppNotReady = "AppNotReady"
 	// ReasonHandlerAnswering: no worker holds delivery.
 	ReasonHandlerAnswering = "HandlerAnswering"
+	// ReasonNotLimited: no limit of spec.flowControl holds tasks back. The
+	// reasons of a True FlowLimited condition are the FlowLimit values.
+	ReasonNotLimited = "NotLimited"
 )
 
 // Reasons of the ownership and isolation conditions.
@@ -365,7 +386,7 @@ const (
 // QueueStatus is the observed state of a Queue.
 type QueueStatus struct {
 	// conditions describe the queue: Ready, Paused, WorkersAvailable,
-	// RedisIsolated, WorkerEnvOverridden.
+	// RedisIsolated, WorkerEnvOverridden, HandlerReachable, FlowLimited.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -419,6 +440,11 @@ type QueueStatus struct {
 	// Kept in status so a manager restart does not reset the window.
 	// +optional
 	ScaleDownSince *metav1.Time `json:"scaleDownSince,omitempty"`
+
+	// flow is what holds the queue's tasks back, on Queues with
+	// spec.flowControl.
+	// +optional
+	Flow *QueueFlowStatus `json:"flow,omitempty"`
 }
 
 // Queue is a task queue in Redis with an autoscaled worker Deployment.
@@ -431,6 +457,8 @@ type QueueStatus struct {
 // +kubebuilder:printcolumn:name="Scheduled",type=integer,JSONPath=`.status.scheduled`,priority=1
 // +kubebuilder:printcolumn:name="Dead",type=integer,JSONPath=`.status.deadLettered`,priority=1
 // +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workers`,description="ready/desired"
+// +kubebuilder:printcolumn:name="Admissible",type=integer,JSONPath=`.status.flow.admissible`,priority=1,description="waiting tasks the per-key limits let start now (flowControl)"
+// +kubebuilder:printcolumn:name="Limited By",type=string,JSONPath=`.status.flow.limitedBy[0]`,priority=1,description="the most binding limit of flowControl"
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -27,6 +27,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!(has(self.delay) && has(self.notBefore))",message="set at most one of delay and notBefore"
 // +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey)",message="idempotencyKey is immutable",fieldPath=".idempotencyKey"
 // +kubebuilder:validation:XValidation:rule="has(self.payload) == has(oldSelf.payload)",message="payload is immutable",fieldPath=".payload"
+// +kubebuilder:validation:XValidation:rule="has(self.flowKey) == has(oldSelf.flowKey)",message="flowKey is immutable",fieldPath=".flowKey"
 // +kubebuilder:validation:XValidation:rule="has(self.maxAttempts) == has(oldSelf.maxAttempts) && has(self.timeout) == has(oldSelf.timeout) && has(self.delay) == has(oldSelf.delay) && has(self.notBefore) == has(oldSelf.notBefore) && has(self.ttl) == has(oldSelf.ttl) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished)",message="spec fields other than cancel and retryGeneration are immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.retryGeneration) || !has(oldSelf.retryGeneration)",message="retryGeneration cannot be removed",fieldPath=".retryGeneration"
 type TaskSpec struct {
@@ -62,6 +63,18 @@ type TaskSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="idempotencyKey is immutable"
 	// +optional
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+
+	// flowKey names the flow the task belongs to (a tenant, a customer, an
+	// account of a downstream API): 1 to 128 visible ASCII characters. On a
+	// Queue with spec.flowControl, the per-key limits and the fair share
+	// between keys apply to each key; on other queues it is stored and
+	// inert, so enabling flow control later applies to the waiting tasks.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[!-~]+$')",message="flowKey must be visible ASCII characters: letters, digits and punctuation, no spaces"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="flowKey is immutable"
+	// +optional
+	FlowKey string `json:"flowKey,omitempty"`
 
 	// priority orders work within the queue: 9 is drained first, 0 last.
 	// +kubebuilder:validation:Minimum=0
@@ -275,6 +288,13 @@ type TaskStatus struct {
 	// +optional
 	LastError string `json:"lastError,omitempty"`
 
+	// waitReason says why a Queued task of a flow-controlled queue waits
+	// (e.g. "key tenant-a at concurrency 3/3"), as of the status' last
+	// update; empty in every other state.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	WaitReason string `json:"waitReason,omitempty"`
+
 	// idempotency reflects the idempotency record when spec.idempotencyKey is set.
 	// +optional
 	Idempotency *TaskIdempotency `json:"idempotency,omitempty"`
@@ -320,6 +340,7 @@ type TaskRun struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.queue`
 // +kubebuilder:selectablefield:JSONPath=`.spec.type`
 // +kubebuilder:selectablefield:JSONPath=`.spec.idempotencyKey`
+// +kubebuilder:selectablefield:JSONPath=`.spec.flowKey`
 // +kubebuilder:selectablefield:JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.queue`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
@@ -328,6 +349,8 @@ type TaskRun struct {
 // +kubebuilder:printcolumn:name="Duplicate",type=boolean,JSONPath=`.status.idempotency.duplicate`,priority=1
 // +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempt`
 // +kubebuilder:printcolumn:name="Worker",type=string,JSONPath=`.status.workerID`,priority=1
+// +kubebuilder:printcolumn:name="Flow Key",type=string,JSONPath=`.spec.flowKey`,priority=1
+// +kubebuilder:printcolumn:name="Waiting On",type=string,JSONPath=`.status.waitReason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Task struct {
 	metav1.TypeMeta `json:",inline"`

@@ -116,6 +116,13 @@ type TaskTemplate struct {
 	// +optional
 	Payload *runtime.RawExtension `json:"payload,omitempty"`
 
+	// flowKey is each run's flow key (a Task's spec.flowKey).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[!-~]+$')",message="flowKey must be visible ASCII characters: letters, digits and punctuation, no spaces"
+	// +optional
+	FlowKey string `json:"flowKey,omitempty"`
+
 	// priority orders work within the queue: 9 is drained first, 0 last.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=9

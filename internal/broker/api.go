@@ -205,6 +205,7 @@ type QueueStats struct {
 	Scheduled    int64     // delayed and retrying tasks in the schedule
 	DeadLettered int64     // dead-letter stream length
 	Paused       bool
+	Flow         FlowMetrics // QueueMetrics.Flow: zero when the queue has no flow control
 }
 
 // QueueMetrics is a queue's backlog by state, read in one script call, and

@@ -80,7 +80,7 @@ func (b *Broker) Stats(ctx context.Context, q QueueRef) (QueueStats, error) {
 	if err != nil {
 		return QueueStats{}, err
 	}
-	s := QueueStats{Bands: m.Lengths, InFlight: m.InFlight, Scheduled: m.Scheduled, DeadLettered: m.DeadLettered, Paused: m.Paused}
+	s := QueueStats{Bands: m.Lengths, InFlight: m.InFlight, Scheduled: m.Scheduled, DeadLettered: m.DeadLettered, Paused: m.Paused, Flow: m.Flow}
 	for _, n := range m.Lengths {
 		s.Depth += n
 	}

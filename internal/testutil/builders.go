@@ -66,7 +66,8 @@ func (w *TaskWrapper) TTL(d time.Duration) *TaskWrapper {
 	w.Spec.TTL = &metav1.Duration{Duration: d}
 	return w
 }
-func (w *TaskWrapper) Cancel() *TaskWrapper { w.Spec.Cancel = true; return w }
+func (w *TaskWrapper) Cancel() *TaskWrapper          { w.Spec.Cancel = true; return w }
+func (w *TaskWrapper) FlowKey(k string) *TaskWrapper { w.Spec.FlowKey = k; return w }
 
 // Payload sets the payload to v encoded as JSON.
 func (w *TaskWrapper) Payload(v any) *TaskWrapper {
@@ -126,6 +127,10 @@ func (w *QueueWrapper) MaxPayloadBytes(n int64) *QueueWrapper { w.Spec.MaxPayloa
 func (w *QueueWrapper) Concurrency(n int32) *QueueWrapper     { w.Spec.Concurrency = n; return w }
 func (w *QueueWrapper) TaskTimeout(d time.Duration) *QueueWrapper {
 	w.Spec.TaskTimeout = dtqv1alpha1.NewDuration(d)
+	return w
+}
+func (w *QueueWrapper) FlowControl(fc *dtqv1alpha1.FlowControl) *QueueWrapper {
+	w.Spec.FlowControl = fc
 	return w
 }
 func (w *QueueWrapper) TTLAfterFinished(s int32) *QueueWrapper {
