@@ -87,8 +87,8 @@ func getViaAPI(ctx context.Context, c *cli, queue string, ids []string, output s
 // listViaAPI lists the engine's tasks of --queue (or of every queue of the
 // namespace) through the HTTP API, following the pages.
 func (f *listFlags) listViaAPI(ctx context.Context, c *cli) error {
-	if f.typ != "" || f.key != "" || f.selector != "" || f.allNamespaces {
-		return errors.New("--via-api filters by --queue and --state only (--type, --key, -l and -A are for Task objects)")
+	if f.typ != "" || f.key != "" || f.flowKey != "" || f.selector != "" || f.allNamespaces {
+		return errors.New("--via-api filters by --queue and --state only (--type, --key, --flow-key, -l and -A are for Task objects)")
 	}
 	if err := canonicalState(&f.state); err != nil {
 		return err

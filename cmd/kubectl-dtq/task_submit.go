@@ -59,7 +59,7 @@ A key whose task is in progress is refused (IDEMPOTENCY_IN_PROGRESS, naming the
 task); one whose task finished prints that task, marked duplicate.`,
 		Example: `  kubectl dtq submit --queue default --type echo --payload '{"hello":"world"}'
   kubectl dtq submit --queue emails --type send --key receipt-1001 --max-attempts 3 -o name
-  kubectl dtq submit --via-api --queue emails --type send --flow-key tenant-a
+  kubectl dtq submit --queue emails --type send --flow-key tenant-a
   kubectl dtq submit -f config/samples/dtq_v1alpha1_task.yaml
   kubectl dtq wait "$(kubectl dtq submit --queue default --type sleep --payload '{"seconds":2}' -o name)"
   ID=$(kubectl dtq submit --via-api --queue default --type echo -o name)
@@ -129,10 +129,8 @@ func (f *submitFlags) tasks(stdin io.Reader) ([]*dtqv1alpha1.Task, error) {
 	if f.queue == "" || f.typ == "" {
 		return nil, errors.New("--queue and --type are required (or -f FILE)")
 	}
-	if f.flowKey != "" {
-		return nil, errors.New("--flow-key needs --via-api")
-	}
-	t := &dtqv1alpha1.Task{Spec: dtqv1alpha1.TaskSpec{Queue: f.queue, Type: f.typ, IdempotencyKey: f.key, Priority: ptr.To(f.priority)}}
+	t := &dtqv1alpha1.Task{Spec: dtqv1alpha1.TaskSpec{Queue: f.queue, Type: f.typ, IdempotencyKey: f.key, FlowKey: f.flowKey,
+		Priority: ptr.To(f.priority)}}
 	if f.name != "" {
 		t.Name = f.name
 	} else {
