@@ -130,8 +130,8 @@ the Task's status.taskID) or by the direct producer, with payload and result.`,
 
 type listFlags struct {
 	queue, state, typ, key, flowKey, selector, output string
-	allNamespaces, viaAPI                    bool
-	limit                                    int
+	allNamespaces, viaAPI                             bool
+	limit                                             int
 }
 
 func newListCommand(c *cli) *cobra.Command {
