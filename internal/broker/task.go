@@ -54,6 +54,7 @@ const (
 	tfProgress
 	tfPayload
 	tfMeta
+	tfFlowKey
 	taskFieldCount
 )
 
@@ -64,7 +65,7 @@ var taskFields = [taskFieldCount]string{
 	tfStartedAt: "started_at", tfFinishedAt: "finished_at", tfWorkerID: "worker_id",
 	tfLastError: "last_error", tfErrorClass: "error_class", tfCancelRequested: "cancel_requested",
 	tfResultTruncated: "result_truncated", tfTrace: "trace", tfProgressAt: "progress_at",
-	tfProgress: "progress", tfPayload: "payload", tfMeta: "meta",
+	tfProgress: "progress", tfPayload: "payload", tfMeta: "meta", tfFlowKey: "fk",
 }
 
 // taskFromHash builds a TaskInfo from the fields of a task hash.
@@ -125,6 +126,7 @@ func taskFromFields(q QueueRef, v *[taskFieldCount]string) TaskInfo {
 		ResultTruncated: v[tfResultTruncated] == "1",
 		TraceParent:     v[tfTrace],
 		ProgressAt:      t(tfProgressAt),
+		FlowKey:         v[tfFlowKey],
 	}
 	if p := v[tfProgress]; p != "" {
 		ti.Progress = json.RawMessage(p)
@@ -156,6 +158,8 @@ func withResult(t TaskInfo, v any) TaskInfo {
 }
 
 // GetTask returns the task record and its result; ErrTaskNotFound when absent.
+// A Queued task waiting in a flow-controlled queue's key list also gets its
+// WaitReason, in a second round trip.
 func (b *Broker) GetTask(ctx context.Context, q QueueRef, id string) (TaskInfo, error) {
 	if !validID(id) {
 		return TaskInfo{}, notFound(id)
@@ -177,6 +181,12 @@ func (b *Broker) GetTask(ctx context.Context, q QueueRef, id string) (TaskInfo, 
 	t := taskFromHash(q, h.Val())
 	if r.Err() == nil {
 		t.Result = json.RawMessage(r.Val())
+	}
+	if t.State == StateQueued && h.Val()["fq"] == "1" && h.Val()["msg"] == "" {
+		// In a key list of a flow-controlled queue: say why it waits.
+		if t.WaitReason, err = b.waitReason(ctx, q, t); err != nil {
+			return TaskInfo{}, err
+		}
 	}
 	return t, nil
 }
