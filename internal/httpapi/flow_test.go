@@ -51,9 +51,10 @@ func do(t *testing.T, method, url, body string, wantStatus int, out any) {
 // character, a byte beyond ASCII.
 var badFlowKeys = []string{strings.Repeat("k", broker.MaxFlowKeyBytes+1), "tenant a", "tenant\x01", "m\u00fcller"}
 
-// A submission's flow_key is at most MaxFlowKeyBytes of visible ASCII: a bad
-// one is 400 INVALID_TASK naming the field, alone and as a batch item (the
-// batch's other items are submitted); nothing of a refused task is written.
+// A submission's flow_key is at most MaxFlowKeyBytes of visible ASCII,
+// echoed in the task; a bad one is 400 INVALID_TASK naming the field, alone
+// and as a batch item (the batch's other items are submitted); nothing of a
+// refused task is written.
 func TestSubmitFlowKeyValidation(t *testing.T) {
 	srv, b := newAPIWithBroker(t)
 	tasks := srv.URL + "/api/v1/namespaces/ns/queues/q/tasks"
@@ -67,6 +68,9 @@ func TestSubmitFlowKeyValidation(t *testing.T) {
 	}
 	var ok client.Task
 	do(t, http.MethodPost, tasks, `{"task_type":"echo","flow_key":"`+strings.Repeat("k", broker.MaxFlowKeyBytes)+`"}`, http.StatusAccepted, &ok)
+	if ok.FlowKey != strings.Repeat("k", broker.MaxFlowKeyBytes) {
+		t.Errorf("a %d-byte flow key answered flow_key %q, want it echoed", broker.MaxFlowKeyBytes, ok.FlowKey)
+	}
 
 	batch, _ := json.Marshal(client.BatchRequest{Tasks: []client.SubmitRequest{
 		{TaskType: "echo", FlowKey: "tenant-a"}, {TaskType: "echo", FlowKey: "tenant a"}, {TaskType: "echo"}}})
@@ -128,6 +132,73 @@ func TestQueueFlowEndpoint(t *testing.T) {
 	do(t, http.MethodGet, open.URL+"/api/v1/namespaces/ns/queues/nope/flow", "", http.StatusNotFound, &e)
 	if e.Code != client.CodeQueueNotFound {
 		t.Errorf("unknown queue: %s, want QUEUE_NOT_FOUND", e.Code)
+	}
+}
+
+// The flow endpoint of a flow-controlled queue whose keys run one task at a
+// time: submissions with flow_key (alone and in a batch) echo it; after a
+// worker took tenant-a's first task and tenant-b's, tenant-a's others wait,
+// which the flow metrics (in the stats too), the keys (busiest first, top
+// of them) and the waiting task's view say; a running task has no reason.
+func TestQueueFlowOfAFlowControlledQueue(t *testing.T) {
+	srv, b := newAPIWithBroker(t)
+	q := broker.QueueRef{Namespace: "ns", Name: "fq"}
+	cfg := broker.DefaultQueueConfig()
+	cfg.Flow = &broker.FlowControl{PerKey: broker.KeyLimits{Concurrency: 1}}
+	must(t, b.EnsureQueue(t.Context(), q, cfg))
+	base := srv.URL + "/api/v1/namespaces/ns/queues/fq"
+
+	var a [3]client.Task
+	do(t, http.MethodPost, base+"/tasks", `{"task_type":"echo","flow_key":"tenant-a"}`, http.StatusAccepted, &a[0])
+	batch := `{"tasks":[{"task_type":"echo","flow_key":"tenant-a"},{"task_type":"echo","flow_key":"tenant-a"},{"task_type":"echo","flow_key":"tenant-b"}]}`
+	var res client.BatchResponse
+	do(t, http.MethodPost, base+"/tasks:batch", batch, http.StatusOK, &res)
+	for i, want := range []string{"tenant-a", "tenant-a", "tenant-b"} {
+		if r := res.Results[i]; r.Task == nil || r.Task.FlowKey != want {
+			t.Fatalf("batch item %d: %+v, want a task with flow_key %s", i, r, want)
+		}
+	}
+	a[1], a[2] = *res.Results[0].Task, *res.Results[1].Task
+	var got client.Task
+	do(t, http.MethodGet, base+"/tasks/"+a[0].TaskID, "", http.StatusOK, &got)
+	if got.FlowKey != "tenant-a" || got.WaitReason == "" {
+		t.Errorf("a queued keyed task before any claim: flow_key %q, wait_reason %q; want tenant-a and a reason", got.FlowKey, got.WaitReason)
+	}
+
+	ss, err := b.ReadStart(t.Context(), q, "w", "w", 4, 0)
+	must(t, err)
+	if len(ss) != 2 {
+		t.Fatalf("a claim of 4 started %d tasks, want 2 (tenant-a's first, tenant-b's)", len(ss))
+	}
+	do(t, http.MethodGet, base+"/tasks/"+a[1].TaskID, "", http.StatusOK, &got)
+	if got.Status != client.StatusQueued || got.WaitReason != "key tenant-a at concurrency 1/1" {
+		t.Errorf("tenant-a's second task: %s, wait_reason %q; want Queued, key tenant-a at concurrency 1/1", got.Status, got.WaitReason)
+	}
+	got = client.Task{}
+	do(t, http.MethodGet, base+"/tasks/"+ss[0].Task.ID, "", http.StatusOK, &got)
+	if got.Status != client.StatusRunning || got.WaitReason != "" {
+		t.Errorf("a running task: %s, wait_reason %q; want Running, none", got.Status, got.WaitReason)
+	}
+
+	// tenant-b, at its cap with nothing queued, is parked too.
+	wantFlow := &client.FlowStats{Throttled: 2, Held: 2, ActiveKeys: 1, ParkedKeys: 2,
+		LimitedBy: []client.FlowLimit{client.LimitKeyConcurrency}}
+	var f client.QueueFlow
+	do(t, http.MethodGet, base+"/flow", "", http.StatusOK, &f)
+	if d := cmp.Diff(client.QueueFlow{Namespace: "ns", Queue: "fq", Flow: wantFlow, Keys: []client.KeyFlow{
+		{Key: "tenant-a", Queued: 2, Held: 1, Concurrency: 1, Weight: 1, Parked: client.LimitKeyConcurrency},
+		{Key: "tenant-b", Held: 1, Concurrency: 1, Weight: 1, Parked: client.LimitKeyConcurrency},
+	}}, f); d != "" {
+		t.Errorf("flow (-want +got):\n%s", d)
+	}
+	do(t, http.MethodGet, base+"/flow?top=1", "", http.StatusOK, &f)
+	if len(f.Keys) != 1 || f.Keys[0].Key != "tenant-a" {
+		t.Errorf("top 1: %+v, want tenant-a alone", f.Keys)
+	}
+	var st client.QueueStats
+	do(t, http.MethodGet, base, "", http.StatusOK, &st)
+	if d := cmp.Diff(wantFlow, st.Flow); d != "" {
+		t.Errorf("stats' flow (-want +got):\n%s", d)
 	}
 }
 
