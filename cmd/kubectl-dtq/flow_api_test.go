@@ -87,3 +87,51 @@ func TestFlowVerbsWithoutFlowControl(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// On a flow-controlled queue whose keys run one task at a time, after a
+// worker took tenant-a's first task: submit --flow-key sends the key (get
+// -o wide shows it), flow lists the keys under the summary, queue stats has
+// the flow columns, and get shows why a task waits.
+func TestFlowVerbs(t *testing.T) {
+	url, b := apiServer(t)
+	q := broker.QueueRef{Namespace: "ns", Name: "q"}
+	cfg := broker.DefaultQueueConfig()
+	cfg.Flow = &broker.FlowControl{PerKey: broker.KeyLimits{Concurrency: 1}}
+	if err := b.EnsureQueue(t.Context(), q, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		out, _, err := runCLI(t, url, "ns", "submit", "--via-api", "--queue", "q", "--type", "echo", "--flow-key", "tenant-a", "-o", "name")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, strings.TrimSpace(out))
+	}
+	out, _, err := runCLI(t, url, "ns", "get", "--via-api", "--queue", "q", ids[0], "-o", "wide")
+	wantMatch(t, "get -o wide", out, `FLOW KEY .* WAIT REASON\n`+ids[0]+` .* tenant-a .* next of key tenant-a, .*\n$`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ss, err := b.ReadStart(t.Context(), q, "w", "w", 2, 0); err != nil || len(ss) != 1 {
+		t.Fatalf("claim: %d started, %v; want tenant-a's first", len(ss), err)
+	}
+	out, _, err = runCLI(t, url, "ns", "flow", "q")
+	wantMatch(t, "flow", out, `^0 admissible, 2 throttled, 1 running \(held slots\); 1 keys with work, 1 parked; limited by KeyConcurrency\n`+
+		`KEY +QUEUED +HELD +CONCURRENCY +WEIGHT +PARKED\ntenant-a +2 +1 +1 +1 +KeyConcurrency\n$`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runCLI(t, url, "ns", "queue", "stats")
+	wantMatch(t, "queue stats", out, `ADMISSIBLE +THROTTLED +LIMITED BY\nq +false .* 0 +2 +KeyConcurrency\n$`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runCLI(t, url, "ns", "get", "--via-api", "--queue", "q", ids[1], ids[2])
+	wantMatch(t, "get", out, `^TASK ID +QUEUE +TYPE +STATE +ATTEMPT +AGE +WAIT REASON\n`+
+		ids[1]+` +q +echo +Queued +0 +\S+ +key tenant-a at concurrency 1/1\n`+
+		ids[2]+` +q +echo +Queued +0 +\S+ +key tenant-a at concurrency 1/1\n$`)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
