@@ -316,7 +316,8 @@ func (b *Broker) waitWake(ctx context.Context, q QueueRef, d time.Duration) erro
 // looks at the keys with held slots, the parked keys and up to
 // flowScanKeys keys with queued tasks per band.
 func (b *Broker) FlowKeys(ctx context.Context, q QueueRef, top int) ([]KeyFlow, error) {
-	v, err := flowKeysScript.Run(ctx, b.rdb, nil, keysFor(q).prefix).Slice()
+	k := keysFor(q)
+	v, err := flowKeysScript.Run(ctx, b.rdb, []string{k.flow()}, k.prefix).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("broker: flow keys of %s: %w", q, err)
 	}
@@ -361,7 +362,8 @@ func (b *Broker) FlowKeys(ctx context.Context, q QueueRef, top int) ([]KeyFlow, 
 // slots it gave back. On a queue that never had flow control it does
 // nothing.
 func (b *Broker) ReconcileFlowSlots(ctx context.Context, q QueueRef) (released int, err error) {
-	v, err := flowReconcileScript.Run(ctx, b.rdb, nil, keysFor(q).prefix).Int64Slice()
+	k := keysFor(q)
+	v, err := flowReconcileScript.Run(ctx, b.rdb, []string{k.flow()}, k.prefix).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("broker: reconcile flow slots of %s: %w", q, err)
 	}

@@ -19,6 +19,7 @@ package broker
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -638,5 +639,86 @@ func TestFlowReconcileSlots(t *testing.T) {
 	}
 	if n, err := e.b.ReconcileFlowSlots(ctx, e.q); err != nil || n != 0 {
 		t.Fatalf("reconcile of a sound queue gave back %d, %v", n, err)
+	}
+}
+
+// blockedClients is the number of clients blocked in Redis (INFO clients).
+func (e *env) blockedClients() int {
+	e.t.Helper()
+	info, err := e.rdb.Info(ctx, "clients").Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "blocked_clients:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	e.t.Fatal("no blocked_clients in INFO clients")
+	return 0
+}
+
+// waitBlocked waits until n clients are blocked in Redis.
+func (e *env) waitBlocked(n int) {
+	e.t.Helper()
+	for e.blockedClients() != n {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// wakeTokens returns the wake stream's length and the ID its group
+// delivered last.
+func (e *env) wakeTokens() (int64, string) {
+	e.t.Helper()
+	k := keysFor(e.q)
+	n, err := e.rdb.XLen(ctx, k.flowWake()).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	gs, err := e.rdb.XInfoGroups(ctx, k.flowWake()).Result()
+	if err != nil || len(gs) != 1 {
+		e.t.Fatalf("wake group: %v %v", gs, err)
+	}
+	return n, gs[0].LastDeliveredID
+}
+
+// Workers waiting on a limit sleep in Redis; a freed slot adds one wake
+// token, which wakes one of them: it claims the task the slot admits, the
+// other sleeps on.
+func TestFlowFreedSlotWakesOneWaiter(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 1}})
+	e.keyed("a", 2)
+	x := e.claim("w0", 1)[0]
+	type got struct {
+		ss  []Started
+		err error
+	}
+	done := make(chan got, 2)
+	for _, w := range []string{"w1", "w2"} {
+		go func() {
+			ss, err := e.b.ReadStart(ctx, e.q, w, w, 1, time.Minute)
+			done <- got{ss, err}
+		}()
+	}
+	e.waitBlocked(2)
+	before, _ := e.wakeTokens()
+	e.complete(x, Outcome{})
+	r := <-done
+	if r.err != nil || len(r.ss) != 1 || !r.ss[0].Run {
+		t.Fatalf("woken worker read %+v, %v", r.ss, r.err)
+	}
+	after, delivered := e.wakeTokens()
+	if after != before+1 {
+		t.Fatalf("the freed slot added %d wake tokens, want 1", after-before)
+	}
+	last, err := e.rdb.XRevRangeN(ctx, keysFor(e.q).flowWake(), "+", "-", 1).Result()
+	if err != nil || len(last) != 1 || last[0].ID != delivered {
+		t.Fatalf("the token %v was not the one read (%s)", last, delivered)
+	}
+	e.waitBlocked(1) // the other worker sleeps on
+	e.mustSubmit(SubmitRequest{FlowKey: "b", Priority: 5})
+	if r := <-done; r.err != nil || len(r.ss) != 1 || e.task(r.ss[0].TaskID).FlowKey != "b" {
+		t.Fatalf("a submit to a new key did not wake the other worker: %+v, %v", r.ss, r.err)
 	}
 }

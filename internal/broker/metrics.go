@@ -81,7 +81,8 @@ func (b *Broker) QueueMetrics(ctx context.Context, q QueueRef) (QueueMetrics, er
 // flowMetrics fills m.Flow of a flow-controlled queue (flowMetricsScript)
 // and adds the tasks in its key lists to m.Queued and m.Lengths by band.
 func (b *Broker) flowMetrics(ctx context.Context, q QueueRef, m *QueueMetrics, stats map[string]string) error {
-	v, err := flowMetricsScript.Run(ctx, b.fast, nil, keysFor(q).prefix, b.rateNow()).Slice()
+	k := keysFor(q)
+	v, err := flowMetricsScript.Run(ctx, b.fast, []string{k.flow()}, k.prefix, b.rateNow()).Slice()
 	if err != nil {
 		return fmt.Errorf("broker: flow metrics of %s: %w", q, err)
 	}
