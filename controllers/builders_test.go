@@ -257,7 +257,7 @@ func TestDecideScale(t *testing.T) {
 		"new max applies at once":     {scaling, broker.QueueStats{Queued: 1000}, 9, nil, scaleDecision{Replicas: 5, Wanted: 5}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := decideScale(tc.scaling, tc.stats, tc.current, tc.since, now)
+			got := decideScale(&dtqv1alpha1.Queue{Spec: dtqv1alpha1.QueueSpec{Scaling: tc.scaling}}, tc.stats, tc.current, tc.since, now)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("decideScale (-want +got):\n%s", diff)
 			}
@@ -278,12 +278,32 @@ func TestQueueConfig(t *testing.T) {
 	want.DefaultMaxAttempts, want.Retry = 3, broker.RetryPolicy{BaseDelay: 2 * time.Second, MaxDelay: 10 * time.Second, Jitter: 0.5}
 	want.DeadLetter, want.DeadLetterMaxLen, want.VisibilityTimeout = false, 7, 9*time.Second
 	want.ReplicaAcks, want.ReplicaAckTimeout = 1, 250*time.Millisecond
+	flowQueue := testutil.MakeQueue("q", "ns").FlowControl(&dtqv1alpha1.FlowControl{
+		RateLimit:      &dtqv1alpha1.FlowRate{Limit: 200, Period: dtqv1alpha1.NewDuration(time.Minute), Burst: 20},
+		MaxConcurrency: ptr.To[int32](400),
+		PerKey:         &dtqv1alpha1.KeyLimits{Concurrency: ptr.To[int32](3), RateLimit: &dtqv1alpha1.FlowRate{Limit: 10}},
+		Fairness:       dtqv1alpha1.FairnessFIFO,
+		Overrides: []dtqv1alpha1.KeyOverride{{Key: "gold", Weight: 5, Concurrency: ptr.To[int32](10)},
+			{Key: "slow", RateLimit: &dtqv1alpha1.FlowRate{Limit: 1, Period: dtqv1alpha1.NewDuration(time.Hour), Burst: 1}}},
+	}).Obj()
+	flowWant := def
+	flowWant.Flow = &broker.FlowControl{
+		Rate:           &broker.FlowRate{Limit: 200, Period: time.Minute, Burst: 20},
+		MaxConcurrency: 400,
+		PerKey:         broker.KeyLimits{Concurrency: 3, Rate: &broker.FlowRate{Limit: 10, Period: time.Second, Burst: 1}},
+		Fairness:       broker.FairnessFIFO,
+		Overrides: map[string]broker.KeyOverride{
+			"gold": {Weight: 5, KeyLimits: broker.KeyLimits{Concurrency: 10}},
+			"slow": {Weight: 1, KeyLimits: broker.KeyLimits{Rate: &broker.FlowRate{Limit: 1, Period: time.Hour, Burst: 1}}},
+		},
+	}
 	for name, tc := range map[string]struct {
 		queue *dtqv1alpha1.Queue
 		want  broker.QueueConfig
 	}{
-		"unset fields keep the engine defaults": {testutil.MakeQueue("q", "ns").Obj(), def},
-		"every field maps":                      {custom, want},
+		"unset fields keep the engine defaults":     {testutil.MakeQueue("q", "ns").Obj(), def},
+		"every field maps":                          {custom, want},
+		"flowControl maps, with the CRD's defaults": {flowQueue, flowWant},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, queueConfig(tc.queue)); diff != "" {
@@ -308,6 +328,8 @@ func TestSubmitRequest(t *testing.T) {
 		want broker.SubmitRequest
 	}{
 		"defaults": {task(func(*dtqv1alpha1.Task) {}), base},
+		"flow key": {task(func(t *dtqv1alpha1.Task) { t.Spec.FlowKey = "tenant-a" }),
+			func() broker.SubmitRequest { r := base; r.FlowKey = "tenant-a"; return r }()},
 		"every field": {task(func(t *dtqv1alpha1.Task) {
 			t.Spec.Payload = &runtime.RawExtension{Raw: []byte(`{"a":1}`)}
 			t.Spec.Priority, t.Spec.MaxAttempts = ptr.To(int32(9)), ptr.To(int32(3))
@@ -351,6 +373,12 @@ func TestApplyTaskInfo(t *testing.T) {
 				Idempotency: &dtqv1alpha1.TaskIdempotency{Key: "k", State: dtqv1alpha1.IdempotencyFailed, TaskID: "orig", Duplicate: true}}},
 		"no key, running": {testutil.MakeTask("t", "ns").Obj(), broker.TaskInfo{ID: "own", State: broker.StateRetrying, Attempt: 1}, false,
 			dtqv1alpha1.TaskStatus{State: dtqv1alpha1.TaskRetrying, TaskID: "own", Attempt: 1}},
+		"queued, with the engine's wait reason": {testutil.MakeTask("t", "ns").Obj(), broker.TaskInfo{ID: "own", State: broker.StateQueued,
+			WaitReason: "key tenant-a at concurrency 3/3"}, false,
+			dtqv1alpha1.TaskStatus{State: dtqv1alpha1.TaskQueued, TaskID: "own", WaitReason: "key tenant-a at concurrency 3/3"}},
+		"a wait reason outside Queued is dropped": {testutil.MakeTask("t", "ns").Obj(), broker.TaskInfo{ID: "own", State: broker.StateRunning,
+			WaitReason: "key tenant-a at concurrency 3/3"}, false,
+			dtqv1alpha1.TaskStatus{State: dtqv1alpha1.TaskRunning, TaskID: "own"}},
 		"long result is truncated": {testutil.MakeTask("t", "ns").Obj(), broker.TaskInfo{ID: "own", State: broker.StateSucceeded,
 			Result: json.RawMessage(`"` + string(make([]byte, 5000)) + `"`)}, false,
 			dtqv1alpha1.TaskStatus{State: dtqv1alpha1.TaskSucceeded, TaskID: "own", Result: (`"` + string(make([]byte, 5000)))[:maxResult], ResultTruncated: true}},

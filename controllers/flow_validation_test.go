@@ -19,6 +19,8 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -31,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/devstack"
 	"github.com/dtq-dev/dtq/internal/testutil"
 )
 
@@ -110,6 +113,18 @@ var _ = Describe("Flow control validation", func() {
 		Expect(got.Overrides[1].RateLimit.Burst).To(Equal(int32(1)))
 		Expect(k8sClient.Create(ctx, rawQueue(ns, name(), `{"flowControl":{"overrides":`+manyOverrides(1000)+`}}`))).To(Succeed())
 		Expect(k8sClient.Create(ctx, rawQueue(ns, name(), `{"flowControl":{"fairness":"FIFO","overrides":[{"key":"a","concurrency":1}]}}`))).To(Succeed())
+	})
+
+	It("accepts the sample Queue and Task of config/samples/dtq_v1alpha1_queue_flowcontrol.yaml", func() {
+		data, err := os.ReadFile(filepath.Join("..", "config", "samples", "dtq_v1alpha1_queue_flowcontrol.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		objs, err := devstack.DecodeManifests(data)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(objs).To(HaveLen(2))
+		for _, o := range objs {
+			o.SetNamespace(ns)
+			Expect(k8sClient.Create(ctx, o)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+		}
 	})
 
 	DescribeTable("refuses a bad flow key, naming the field",

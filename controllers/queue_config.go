@@ -19,6 +19,8 @@ package controllers
 import (
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
 )
@@ -59,7 +61,52 @@ func queueConfig(q *dtqv1alpha1.Queue) broker.QueueConfig {
 	}
 	c.ReplicaAcks = int(s.Durability.ReplicaAcks)
 	setDur(&c.ReplicaAckTimeout, s.Durability.ReplicaAckTimeout.Duration)
+	c.Flow = flowConfig(s.FlowControl)
 	return c
+}
+
+// flowConfig is the engine's flow control of a Queue's spec.flowControl; nil
+// when unset, so such a queue runs no flow control code.
+func flowConfig(fc *dtqv1alpha1.FlowControl) *broker.FlowControl {
+	if fc == nil {
+		return nil
+	}
+	c := &broker.FlowControl{
+		Rate:           flowRate(fc.RateLimit),
+		MaxConcurrency: int64(ptr.Deref(fc.MaxConcurrency, 0)),
+		Fairness:       broker.FairnessWeighted,
+	}
+	if fc.Fairness == dtqv1alpha1.FairnessFIFO {
+		c.Fairness = broker.FairnessFIFO
+	}
+	if fc.PerKey != nil {
+		c.PerKey = keyLimits(fc.PerKey.Concurrency, fc.PerKey.RateLimit)
+	}
+	if len(fc.Overrides) > 0 {
+		c.Overrides = make(map[string]broker.KeyOverride, len(fc.Overrides))
+		for _, o := range fc.Overrides {
+			c.Overrides[o.Key] = broker.KeyOverride{Weight: int64(max(o.Weight, 1)), KeyLimits: keyLimits(o.Concurrency, o.RateLimit)}
+		}
+	}
+	return c
+}
+
+func keyLimits(concurrency *int32, rate *dtqv1alpha1.FlowRate) broker.KeyLimits {
+	return broker.KeyLimits{Concurrency: int64(ptr.Deref(concurrency, 0)), Rate: flowRate(rate)}
+}
+
+// flowRate is the engine's rate of r, with the CRD's defaults (period 1s,
+// burst 1) for a Queue built in Go.
+func flowRate(r *dtqv1alpha1.FlowRate) *broker.FlowRate {
+	if r == nil {
+		return nil
+	}
+	out := &broker.FlowRate{Limit: int64(r.Limit), Period: r.Period.Duration, Burst: int64(r.Burst)}
+	if out.Period <= 0 {
+		out.Period = time.Second
+	}
+	out.Burst = max(out.Burst, 1)
+	return out
 }
 
 func queueRefOf(q *dtqv1alpha1.Queue) broker.QueueRef {

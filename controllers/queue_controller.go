@@ -143,6 +143,7 @@ func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (
 		return ctrl.Result{}, err
 	}
 	r.setWorkersStatus(next, q, dep, scale, now)
+	r.setFlowStatus(next, q, stats, scale)
 	if err := r.setHandlerCondition(ctx, next, q); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -52,8 +52,10 @@ const (
 // connections grow with the number of Queues, and the reconcilers and /readyz
 // never wait for a connection behind them (docs/benchmarks.md, "Many Queues").
 // It also re-reads every unfinished Task each resync period, which covers
-// events the syncer missed, and, when it starts and on every resync, cancels
-// the tasks whose Task was deleted while no manager ran (sweepOrphans).
+// events the syncer missed, has the engine check the held slots of
+// flow-controlled queues (checkFlowSlots), and, when it starts and on every
+// resync, cancels the tasks whose Task was deleted while no manager ran
+// (sweepOrphans).
 type queueLoops struct {
 	client       client.Client
 	engine       Engine
@@ -281,9 +283,11 @@ func (l *queueLoops) promote(ctx context.Context) {
 	}
 }
 
-// resync cancels orphaned tasks and wakes every unfinished Task.
+// resync cancels orphaned tasks, checks the flow control slots and wakes
+// every unfinished Task.
 func (l *queueLoops) resync(ctx context.Context) {
 	l.sweepOrphans(ctx)
+	l.checkFlowSlots(ctx)
 	var list dtqv1alpha1.TaskList
 	if err := l.client.List(ctx, &list); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "List Tasks for resync")

@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -70,15 +71,33 @@ var (
 	redeliveriesDesc = prometheus.NewDesc("dtq_queue_redeliveries_total",
 		"Entries reclaimed from a worker that stopped heartbeating and delivered again.", queueLabels, nil)
 
+	// The flow control series, exported for queues with flow control only,
+	// with no per-key label (a key is a tenant: unbounded cardinality).
+	flowAdmissibleDesc = prometheus.NewDesc("dtq_queue_flow_admissible_tasks",
+		"Waiting tasks of a flow-controlled queue that the per-key limits let start now (the Queue's status.flow.admissible).", queueLabels, nil)
+	flowThrottledDesc = prometheus.NewDesc("dtq_queue_flow_throttled_tasks",
+		"Waiting tasks of a flow-controlled queue held back by a per-key limit.", queueLabels, nil)
+	flowHeldSlotsDesc = prometheus.NewDesc("dtq_queue_flow_held_slots",
+		"Concurrency slots held: tasks of a flow-controlled queue Running.", queueLabels, nil)
+	flowActiveKeysDesc = prometheus.NewDesc("dtq_queue_flow_active_keys",
+		"Flow keys with waiting tasks.", queueLabels, nil)
+	flowParkedKeysDesc = prometheus.NewDesc("dtq_queue_flow_parked_keys",
+		"Flow keys at their concurrency cap or over their rate.", queueLabels, nil)
+	flowLimitedDesc = prometheus.NewDesc("dtq_queue_flow_limited",
+		"1 while the limit holds tasks back (the Queue's FlowLimited condition), else 0: "+
+			"limit=RateLimit, MaxConcurrency, KeyConcurrency or KeyRateLimit.", append(queueLabels, "limit"), nil)
+
 	queueDescs = []*prometheus.Desc{queuedTasksDesc, inFlightTasksDesc, scheduledTasksDesc, deadLetteredTasksDesc,
 		oldestQueuedAgeDesc, pausedDesc, workersDesiredDesc, workersReadyDesc, submissionsDesc, refusedDesc,
-		finishedDesc, retriesDesc, redeliveriesDesc}
+		finishedDesc, retriesDesc, redeliveriesDesc,
+		flowAdmissibleDesc, flowThrottledDesc, flowHeldSlotsDesc, flowActiveKeysDesc, flowParkedKeysDesc, flowLimitedDesc}
 
 	// Label values exported even at zero, so that rate() and alerts see a
 	// series from the queue's first scrape on.
 	refusedCodes   = []broker.Code{broker.CodeIdempotencyInProgress, broker.CodeQueueFull, broker.CodePayloadTooLarge}
 	finishedStates = []broker.State{broker.StateSucceeded, broker.StateFailed, broker.StateDeadLettered,
 		broker.StateCancelled, broker.StateExpired}
+	flowLimits = []broker.FlowLimit{broker.LimitRate, broker.LimitMaxConcurrency, broker.LimitKeyConcurrency, broker.LimitKeyRate}
 )
 
 // electedCollector is a Prometheus collector of the series descs that only
@@ -189,6 +208,25 @@ func emitQueue(ch chan<- prometheus.Metric, m broker.QueueMetrics, now time.Time
 	}
 	emit(ch, retriesDesc, prometheus.CounterValue, float64(c.Retries), lv)
 	emit(ch, redeliveriesDesc, prometheus.CounterValue, float64(c.Redeliveries), lv)
+	if m.Flow.Enabled {
+		emitFlow(ch, m.Flow, lv)
+	}
+}
+
+// emitFlow sends a flow-controlled queue's flow series (labels lv).
+func emitFlow(ch chan<- prometheus.Metric, f broker.FlowMetrics, lv []string) {
+	emit(ch, flowAdmissibleDesc, prometheus.GaugeValue, float64(f.Admissible), lv)
+	emit(ch, flowThrottledDesc, prometheus.GaugeValue, float64(f.Throttled), lv)
+	emit(ch, flowHeldSlotsDesc, prometheus.GaugeValue, float64(f.Held), lv)
+	emit(ch, flowActiveKeysDesc, prometheus.GaugeValue, float64(f.ActiveKeys), lv)
+	emit(ch, flowParkedKeysDesc, prometheus.GaugeValue, float64(f.ParkedKeys), lv)
+	for _, l := range flowLimits {
+		v := 0.0
+		if slices.Contains(f.LimitedBy, l) {
+			v = 1
+		}
+		emit(ch, flowLimitedDesc, prometheus.GaugeValue, v, lv, string(l))
+	}
 }
 
 func emit(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, lv []string, extra ...string) {

@@ -77,7 +77,7 @@ func (r *QueueReconciler) reconcileWorkers(ctx context.Context, q *dtqv1alpha1.Q
 		if q.Status.ScaleDownSince != nil {
 			since = &q.Status.ScaleDownSince.Time
 		}
-		scale = decideScale(q.Spec.Scaling, stats, current, since, now)
+		scale = decideScale(q, stats, current, since, now)
 		desired.Spec.Replicas = ptr.To(scale.Replicas)
 	}
 	if cur != nil && cur.Annotations[AnnotationTemplateHash] == desired.Annotations[AnnotationTemplateHash] &&

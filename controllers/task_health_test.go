@@ -170,11 +170,11 @@ var _ = Describe("Status tools on real Task objects", func() {
 })
 
 var _ = Describe("Task field selectors", func() {
-	It("filters Tasks by spec.queue, spec.type, spec.idempotencyKey and status.state on the API server", func() {
+	It("filters Tasks by spec.queue, spec.type, spec.idempotencyKey, spec.flowKey and status.state on the API server", func() {
 		ns := newNamespace("fields")
 		for _, t := range []*dtqv1alpha1.Task{
-			testutil.MakeTask("e1", ns).Queue("emails").Type("send").Key("order-1").Obj(),
-			testutil.MakeTask("e2", ns).Queue("emails").Type("bounce").Obj(),
+			testutil.MakeTask("e1", ns).Queue("emails").Type("send").Key("order-1").FlowKey("tenant-a").Obj(),
+			testutil.MakeTask("e2", ns).Queue("emails").Type("bounce").FlowKey("tenant-b").Obj(),
 			testutil.MakeTask("r1", ns).Queue("reports").Type("send").Obj(),
 		} {
 			Expect(k8sClient.Create(ctx, t)).To(Succeed())
@@ -194,6 +194,7 @@ var _ = Describe("Task field selectors", func() {
 		Expect(names("spec.type=send")).To(ConsistOf("e1", "r1"))
 		Expect(names("spec.queue=emails,spec.type=send")).To(ConsistOf("e1"))
 		Expect(names("spec.idempotencyKey=order-1")).To(ConsistOf("e1"))
+		Expect(names("spec.flowKey=tenant-b")).To(ConsistOf("e2"))
 		Eventually(func() []string { return names("status.state=Pending") }, timeout, poll).Should(ConsistOf("e1", "e2", "r1"))
 		Expect(names("status.state=Succeeded")).To(BeEmpty())
 	})

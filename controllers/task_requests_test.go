@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/testutil"
@@ -104,24 +105,44 @@ var _ = Describe("API requests per Task", func() {
 		DeferCleanup(startWorker(ns, "q"))
 
 		By(fmt.Sprintf("running %d Tasks with small payloads to Succeeded", requestRuns))
-		got := runCounted(counter, ns, "small", requestRuns, map[string]any{"n": 1})
+		small := func(name string) *testutil.TaskWrapper {
+			return testutil.MakeTask(name, ns).Queue("q").Payload(map[string]any{"n": 1})
+		}
+		got := runCounted(counter, "small", requestRuns, small)
 		expectWithinBudget(got, smallPayloadBudget, requestRuns, counter)
 
 		By(fmt.Sprintf("running %d Tasks with payloads larger than the cache keeps", requestRuns))
-		large := map[string]any{"blob": strings.Repeat("x", cachedPayloadLimit)}
-		got = runCounted(counter, ns, "large", requestRuns, large)
+		large := func(name string) *testutil.TaskWrapper {
+			return testutil.MakeTask(name, ns).Queue("q").Payload(map[string]any{"blob": strings.Repeat("x", cachedPayloadLimit)})
+		}
+		got = runCounted(counter, "large", requestRuns, large)
 		expectWithinBudget(got, largePayloadBudget, requestRuns, counter)
+
+		By(fmt.Sprintf("running %d Tasks with flow keys on a flow-controlled Queue", requestRuns))
+		fq := testutil.MakeQueue("flow", ns).FlowControl(&dtqv1alpha1.FlowControl{
+			PerKey: &dtqv1alpha1.KeyLimits{Concurrency: ptr.To[int32](requestRuns)}}).Obj()
+		Expect(k8sClient.Create(ctx, fq)).To(Succeed())
+		Eventually(func(g Gomega) bool {
+			return meta.IsStatusConditionTrue(getQueue(fq)(g).Status.Conditions, dtqv1alpha1.QueueReady)
+		}, timeout, poll).Should(BeTrue())
+		DeferCleanup(startWorker(ns, "flow"))
+		keyed := func(name string) *testutil.TaskWrapper {
+			return testutil.MakeTask(name, ns).Queue("flow").FlowKey("tenant-" + name[len(name)-1:]).Payload(map[string]any{"n": 1})
+		}
+		got = runCounted(counter, "keyed", requestRuns, keyed)
+		expectWithinBudget(got, smallPayloadBudget, requestRuns, counter)
 	})
 })
 
-// runCounted creates n Tasks with payload in ns, waits until all succeeded and
-// returns the requests counter saw meanwhile.
-func runCounted(counter *requestCounter, ns, prefix string, n int, payload map[string]any) map[string]int {
+// runCounted creates n Tasks named <prefix>-<i>, each from task(name) with
+// the idempotency key <name>, waits until all succeeded and returns the
+// requests counter saw meanwhile.
+func runCounted(counter *requestCounter, prefix string, n int, task func(name string) *testutil.TaskWrapper) map[string]int {
 	counter.reset()
 	tasks := make([]*dtqv1alpha1.Task, n)
 	for i := range tasks {
-		tasks[i] = testutil.MakeTask(fmt.Sprintf("%s-%d", prefix, i), ns).Queue("q").
-			Key(fmt.Sprintf("%s-%d", prefix, i)).Payload(payload).Obj()
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		tasks[i] = task(name).Key(name).Obj()
 		Expect(k8sClient.Create(ctx, tasks[i])).To(Succeed())
 	}
 	for _, t := range tasks {

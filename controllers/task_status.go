@@ -30,8 +30,9 @@ import (
 
 // Status field limits (the CRD's maxLength).
 const (
-	maxResult    = 4096
-	maxLastError = 1024
+	maxResult     = 4096
+	maxLastError  = 1024
+	maxWaitReason = 256
 )
 
 // Event reasons besides the condition reasons.
@@ -56,6 +57,7 @@ func submitRequest(t *dtqv1alpha1.Task) broker.SubmitRequest {
 		IdempotencyKey: t.Spec.IdempotencyKey,
 		Priority:       5,
 		FromTaskCR:     true,
+		FlowKey:        t.Spec.FlowKey,
 	}
 	if t.Spec.Payload != nil {
 		req.Payload = t.Spec.Payload.Raw
@@ -101,6 +103,10 @@ func applyTaskInfo(st *dtqv1alpha1.TaskStatus, t *dtqv1alpha1.Task, info broker.
 		}
 	}
 	st.LastError = truncate(info.LastError, maxLastError)
+	st.WaitReason = ""
+	if info.State == broker.StateQueued {
+		st.WaitReason = truncate(info.WaitReason, maxWaitReason)
+	}
 	if t.Spec.IdempotencyKey == "" {
 		st.Idempotency = nil
 		return

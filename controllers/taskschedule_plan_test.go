@@ -174,7 +174,7 @@ func TestDesiredRunTask(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "shop", UID: "u-1"},
 		Spec: dtqv1alpha1.TaskScheduleSpec{
 			Schedule: "0 3 * * *",
-			Template: dtqv1alpha1.TaskTemplate{Queue: "q", Type: "report", Labels: map[string]dtqv1alpha1.LabelValue{"team": "a"}, Priority: ptr.To(int32(7)),
+			Template: dtqv1alpha1.TaskTemplate{Queue: "q", Type: "report", FlowKey: "tenant-a", Labels: map[string]dtqv1alpha1.LabelValue{"team": "a"}, Priority: ptr.To(int32(7)),
 				TTL: &metav1.Duration{Duration: 5 * time.Minute}},
 			Jitter: &metav1.Duration{Duration: time.Hour},
 		},
@@ -184,7 +184,7 @@ func TestDesiredRunTask(t *testing.T) {
 	if got.Name != "nightly-1796094000" || got.Spec.IdempotencyKey != "schedule/u-1/2026-12-01T03:00:00Z" {
 		t.Errorf("name %q, key %q", got.Name, got.Spec.IdempotencyKey)
 	}
-	if got.Labels[LabelSchedule] != "nightly" || got.Labels["team"] != "a" || *got.Spec.Priority != 7 || got.Spec.Queue != "q" {
+	if got.Labels[LabelSchedule] != "nightly" || got.Labels["team"] != "a" || *got.Spec.Priority != 7 || got.Spec.Queue != "q" || got.Spec.FlowKey != "tenant-a" {
 		t.Errorf("labels %v, spec %+v", got.Labels, got.Spec)
 	}
 	d := schedule.Jitter("u-1", slot, time.Hour)

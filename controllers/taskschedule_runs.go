@@ -66,7 +66,7 @@ func desiredRunTask(ts *dtqv1alpha1.TaskSchedule, slot time.Time, trigger int64)
 	t := &dtqv1alpha1.Task{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ts.Namespace, Labels: labels},
 		Spec: dtqv1alpha1.TaskSpec{
-			Queue: tpl.Queue, Type: tpl.Type, Payload: tpl.Payload.DeepCopy(), Priority: tpl.Priority,
+			Queue: tpl.Queue, Type: tpl.Type, FlowKey: tpl.FlowKey, Payload: tpl.Payload.DeepCopy(), Priority: tpl.Priority,
 			MaxAttempts: tpl.MaxAttempts, Timeout: tpl.Timeout, TTL: tpl.TTL, TTLSecondsAfterFinished: tpl.TTLSecondsAfterFinished,
 		},
 	}
