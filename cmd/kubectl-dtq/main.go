@@ -64,7 +64,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Long: `kubectl-dtq works with dtq's Task and Queue objects (tasks.dtq.dev, queues.dtq.dev)
 through the API server, with the connection and credentials of kubectl
 (--kubeconfig, --context, -n), and with what has no object (dead letters, queue
-stats, workers, events, tasks submitted over HTTP) through the dtq HTTP API
+stats, workers, flow keys, events, tasks submitted over HTTP) through the dtq HTTP API
 (--api-url), with a token for its audience requested for the kubeconfig's
 ServiceAccount (or --api-token). Installed on the PATH it is the kubectl plugin
 "kubectl dtq". "dev" runs the whole product on this machine.`,
@@ -86,7 +86,7 @@ ServiceAccount (or --api-token). Installed on the PATH it is the kubectl plugin
 		cmd.GroupID = "tasks"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{newQueueCommand(c), newDLQCommand(c), newWorkersCommand(c), newEventsCommand(c)} {
+	for _, cmd := range []*cobra.Command{newQueueCommand(c), newDLQCommand(c), newWorkersCommand(c), newFlowCommand(c), newEventsCommand(c)} {
 		cmd.GroupID = "queues"
 		root.AddCommand(cmd)
 	}

@@ -18,6 +18,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -114,6 +115,10 @@ func newQueueStatsCommand(c *cli) *cobra.Command {
 (queued and in flight; maxDepth gates depth plus scheduled), queued, in flight,
 scheduled (delayed and retrying), dead letters and registered workers (draining
 and stopped ones included); -o wide adds the depth per priority band (p0..p9).
+When a queue shown has flow control (spec.flowControl), three columns follow:
+the queued tasks its limits admit now, those they hold back (throttled), and the
+limits that bind, most binding first (RateLimit, MaxConcurrency, KeyConcurrency,
+KeyRateLimit; kubectl dtq flow QUEUE shows the keys).
 Without QUEUE: every queue of the namespace.`,
 		Example: `  kubectl dtq queue stats
   kubectl dtq queue stats emails -o json`,
@@ -139,18 +144,35 @@ Without QUEUE: every queue of the namespace.`,
 				}
 				stats = append(stats, *st)
 			}
-			v := apiView{doc: client.QueueList{Queues: stats}, columns: []apiColumn{{name: "Queue"}, {name: "Paused"}, {name: "Depth"},
-				{name: "Queued"}, {name: "In Flight"}, {name: "Scheduled"}, {name: "Dead"}, {name: "Workers"}, {name: "By Priority", wide: true}}}
-			for _, st := range stats {
-				v.names = append(v.names, st.Queue)
-				v.rows = append(v.rows, []any{st.Queue, st.Paused, st.Depth, st.Queued, st.InFlight, st.Scheduled, st.DeadLettered,
-					st.Workers, strings.Trim(fmt.Sprint(st.DepthByPriority), "[]")})
-			}
-			return v.print(c, output, "No queues found in namespace "+ns+".")
+			return queueStatsView(stats).print(c, output, "No queues found in namespace "+ns+".")
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", apiOutputHelp)
 	return cmd
+}
+
+// queueStatsView is the table of queue stats; the flow columns are there
+// when a queue of the table has flow control.
+func queueStatsView(stats []client.QueueStats) apiView {
+	v := apiView{doc: client.QueueList{Queues: stats}, columns: []apiColumn{{name: "Queue"}, {name: "Paused"}, {name: "Depth"},
+		{name: "Queued"}, {name: "In Flight"}, {name: "Scheduled"}, {name: "Dead"}, {name: "Workers"}, {name: "By Priority", wide: true}}}
+	flow := slices.ContainsFunc(stats, func(st client.QueueStats) bool { return st.Flow != nil })
+	if flow {
+		v.columns = append(v.columns, apiColumn{name: "Admissible"}, apiColumn{name: "Throttled"}, apiColumn{name: "Limited By"})
+	}
+	for _, st := range stats {
+		v.names = append(v.names, st.Queue)
+		row := []any{st.Queue, st.Paused, st.Depth, st.Queued, st.InFlight, st.Scheduled, st.DeadLettered,
+			st.Workers, strings.Trim(fmt.Sprint(st.DepthByPriority), "[]")}
+		switch {
+		case flow && st.Flow == nil:
+			row = append(row, "<none>", "<none>", "<none>")
+		case flow:
+			row = append(row, st.Flow.Admissible, st.Flow.Throttled, limitedBy(st.Flow))
+		}
+		v.rows = append(v.rows, row)
+	}
+	return v
 }
 
 func newQueuePurgeCommand(c *cli) *cobra.Command {

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"k8s.io/cli-runtime/pkg/printers"
@@ -31,17 +32,27 @@ import (
 )
 
 // apiTaskColumns are the columns of tasks read through the HTTP API.
+// The wide ones include the flow key and the wait reason, last.
 var apiTaskColumns = []apiColumn{{name: "Task ID"}, {name: "Queue"}, {name: "Type"}, {name: "State"}, {name: "Attempt"}, {name: "Age"},
-	{name: "Key", wide: true}, {name: "Previous Attempts", wide: true}, {name: "Worker", wide: true}, {name: "Error", wide: true},
-	{name: "Progress", wide: true}}
+	{name: "Key", wide: true}, {name: "Flow Key", wide: true}, {name: "Previous Attempts", wide: true}, {name: "Worker", wide: true},
+	{name: "Error", wide: true}, {name: "Progress", wide: true}, {name: "Wait Reason", wide: true}}
 
 func apiTaskView(doc any, tasks []client.Task) apiView {
 	v := apiView{doc: doc, columns: apiTaskColumns}
 	for _, t := range tasks {
 		v.names = append(v.names, t.TaskID)
 		v.rows = append(v.rows, []any{t.TaskID, t.Queue, t.TaskType, string(t.Status), t.Attempt, age(t.CreatedAt),
-			t.IdempotencyKey, t.PreviousAttempts, t.Execution.WorkerID, t.Execution.ErrorMessage, string(t.Execution.Progress)})
+			t.IdempotencyKey, t.FlowKey, t.PreviousAttempts, t.Execution.WorkerID, t.Execution.ErrorMessage,
+			string(t.Execution.Progress), t.WaitReason})
 	}
+	return v
+}
+
+// withWaitReason shows the Wait Reason column in the narrow table too (get
+// of tasks one of which waits on a flow limit).
+func (v apiView) withWaitReason() apiView {
+	v.columns = slices.Clone(v.columns)
+	v.columns[len(v.columns)-1].wide = false
 	return v
 }
 
@@ -66,14 +77,18 @@ func getViaAPI(ctx context.Context, c *cli, queue string, ids []string, output s
 	if len(tasks) == 1 {
 		doc = tasks[0]
 	}
-	return apiTaskView(doc, tasks).print(c, output, "")
+	v := apiTaskView(doc, tasks)
+	if slices.ContainsFunc(tasks, func(t client.Task) bool { return t.WaitReason != "" }) {
+		v = v.withWaitReason()
+	}
+	return v.print(c, output, "")
 }
 
 // listViaAPI lists the engine's tasks of --queue (or of every queue of the
 // namespace) through the HTTP API, following the pages.
 func (f *listFlags) listViaAPI(ctx context.Context, c *cli) error {
-	if f.typ != "" || f.key != "" || f.selector != "" || f.allNamespaces {
-		return errors.New("--via-api filters by --queue and --state only (--type, --key, -l and -A are for Task objects)")
+	if f.typ != "" || f.key != "" || f.flowKey != "" || f.selector != "" || f.allNamespaces {
+		return errors.New("--via-api filters by --queue and --state only (--type, --key, --flow-key, -l and -A are for Task objects)")
 	}
 	if err := canonicalState(&f.state); err != nil {
 		return err

@@ -129,9 +129,9 @@ the Task's status.taskID) or by the direct producer, with payload and result.`,
 }
 
 type listFlags struct {
-	queue, state, typ, key, selector, output string
-	allNamespaces, viaAPI                    bool
-	limit                                    int
+	queue, state, typ, key, flowKey, selector, output string
+	allNamespaces, viaAPI                             bool
+	limit                                             int
 }
 
 func newListCommand(c *cli) *cobra.Command {
@@ -141,7 +141,7 @@ func newListCommand(c *cli) *cobra.Command {
 		Short: "List Tasks (or, --via-api, every task of the engine), filtered by queue, state ...",
 		Long: `list shows the Tasks of the namespace (-A: of every namespace) with the columns of
 kubectl get tasks.dtq.dev. The filters run on the API server as field selectors
-(spec.queue, status.state, spec.type, spec.idempotencyKey), so
+(spec.queue, status.state, spec.type, spec.idempotencyKey, spec.flowKey), so
 kubectl get tasks.dtq.dev --field-selector status.state=DeadLettered is the same query.
 
 With --via-api it lists the tasks the engine keeps, newest first, through the dtq
@@ -169,6 +169,7 @@ that many per queue).`,
 	fl.StringVar(&f.state, "state", "", fmt.Sprintf("Only Tasks in this state: %v.", taskStates))
 	fl.StringVar(&f.typ, "type", "", "Only Tasks of this handler type.")
 	fl.StringVar(&f.key, "key", "", "Only Tasks with this idempotency key.")
+	fl.StringVar(&f.flowKey, "flow-key", "", "Only Tasks with this flow key.")
 	fl.StringVarP(&f.selector, "selector", "l", "", "Label selector, as kubectl's -l.")
 	fl.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "List the Tasks of every namespace.")
 	fl.StringVarP(&f.output, "output", "o", "", outputHelp+" With --via-api: wide, json, yaml or name.")
@@ -182,7 +183,8 @@ func (f *listFlags) listOptions() (metav1.ListOptions, error) {
 		return metav1.ListOptions{}, err
 	}
 	set := fields.Set{}
-	for field, v := range map[string]string{"spec.queue": f.queue, "status.state": f.state, "spec.type": f.typ, "spec.idempotencyKey": f.key} {
+	for field, v := range map[string]string{"spec.queue": f.queue, "status.state": f.state, "spec.type": f.typ, "spec.idempotencyKey": f.key,
+		"spec.flowKey": f.flowKey} {
 		if v != "" {
 			set[field] = v
 		}

@@ -36,10 +36,10 @@ import (
 )
 
 type submitFlags struct {
-	file, name, queue, typ, payload, key, output string
-	priority, maxAttempts                        int32
-	timeout, delay, ttl                          time.Duration
-	viaAPI                                       bool
+	file, name, queue, typ, payload, key, flowKey, output string
+	priority, maxAttempts                                 int32
+	timeout, delay, ttl                                   time.Duration
+	viaAPI                                                bool
 }
 
 func newSubmitCommand(c *cli) *cobra.Command {
@@ -59,6 +59,7 @@ A key whose task is in progress is refused (IDEMPOTENCY_IN_PROGRESS, naming the
 task); one whose task finished prints that task, marked duplicate.`,
 		Example: `  kubectl dtq submit --queue default --type echo --payload '{"hello":"world"}'
   kubectl dtq submit --queue emails --type send --key receipt-1001 --max-attempts 3 -o name
+  kubectl dtq submit --queue emails --type send --flow-key tenant-a
   kubectl dtq submit -f config/samples/dtq_v1alpha1_task.yaml
   kubectl dtq wait "$(kubectl dtq submit --queue default --type sleep --payload '{"seconds":2}' -o name)"
   ID=$(kubectl dtq submit --via-api --queue default --type echo -o name)
@@ -106,6 +107,7 @@ task); one whose task finished prints that task, marked duplicate.`,
 	fl.StringVar(&f.typ, "type", "", "Handler type (required without -f).")
 	fl.StringVar(&f.payload, "payload", "", "Payload, a JSON object.")
 	fl.StringVar(&f.key, "key", "", "Idempotency key.")
+	fl.StringVar(&f.flowKey, "flow-key", "", "Flow key: on a Queue with flowControl, the key whose limits and share apply (docs/flow-control.md).")
 	fl.Int32Var(&f.priority, "priority", 5, "Priority, 0..9 (9 first).")
 	fl.Int32Var(&f.maxAttempts, "max-attempts", 0, "Attempts before the task fails (default: the Queue's).")
 	fl.DurationVar(&f.timeout, "handler-timeout", 0, "Handler deadline (default: the Queue's taskTimeout).")
@@ -119,7 +121,7 @@ task); one whose task finished prints that task, marked duplicate.`,
 // tasks builds the Tasks to create from the manifest or the flags.
 func (f *submitFlags) tasks(stdin io.Reader) ([]*dtqv1alpha1.Task, error) {
 	if f.file != "" {
-		if f.queue != "" || f.typ != "" || f.payload != "" || f.key != "" || f.name != "" {
+		if f.queue != "" || f.typ != "" || f.payload != "" || f.key != "" || f.flowKey != "" || f.name != "" {
 			return nil, errors.New("give either -f or the task flags (--queue, --type ...), not both")
 		}
 		return readTasks(f.file, stdin)
@@ -127,7 +129,8 @@ func (f *submitFlags) tasks(stdin io.Reader) ([]*dtqv1alpha1.Task, error) {
 	if f.queue == "" || f.typ == "" {
 		return nil, errors.New("--queue and --type are required (or -f FILE)")
 	}
-	t := &dtqv1alpha1.Task{Spec: dtqv1alpha1.TaskSpec{Queue: f.queue, Type: f.typ, IdempotencyKey: f.key, Priority: ptr.To(f.priority)}}
+	t := &dtqv1alpha1.Task{Spec: dtqv1alpha1.TaskSpec{Queue: f.queue, Type: f.typ, IdempotencyKey: f.key, FlowKey: f.flowKey,
+		Priority: ptr.To(f.priority)}}
 	if f.name != "" {
 		t.Name = f.name
 	} else {
@@ -203,7 +206,7 @@ func (f *submitFlags) submitViaAPI(ctx context.Context, c *cli) error {
 		}
 		payload = json.RawMessage(f.payload)
 	}
-	opts := []client.SubmitOption{client.Priority(int(f.priority)), client.IdempotencyKey(f.key)}
+	opts := []client.SubmitOption{client.Priority(int(f.priority)), client.IdempotencyKey(f.key), client.FlowKey(f.flowKey)}
 	if f.maxAttempts > 0 {
 		opts = append(opts, client.MaxAttempts(int(f.maxAttempts)))
 	}

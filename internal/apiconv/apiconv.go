@@ -58,6 +58,7 @@ func Submission(body client.SubmitRequest, headerKey string, now time.Time) (bro
 		MaxAttempts:    body.MaxAttempts,
 		Timeout:        time.Duration(body.TimeoutMs) * time.Millisecond,
 		Metadata:       body.Metadata,
+		FlowKey:        body.FlowKey,
 	}
 	if headerKey != "" {
 		req.IdempotencyKey = headerKey
@@ -76,6 +77,8 @@ func Submission(body client.SubmitRequest, headerKey string, now time.Time) (bro
 		return req, Invalid("not_before", "set delay_seconds or not_before, not both")
 	case body.TTLSeconds < 0 || body.TTLSeconds > maxSeconds || math.IsNaN(body.TTLSeconds):
 		return req, Invalid("ttl_seconds", "ttl_seconds must be more than 0")
+	case !ValidFlowKey(body.FlowKey):
+		return req, Invalid("flow_key", "flow_key must be 1..%d printable ASCII characters without spaces", broker.MaxFlowKeyBytes)
 	}
 	if body.DelaySeconds > 0 {
 		req.NotBefore = now.Add(seconds(body.DelaySeconds))
@@ -87,6 +90,21 @@ func Submission(body client.SubmitRequest, headerKey string, now time.Time) (bro
 		req.ExpiresAt = now.Add(seconds(body.TTLSeconds))
 	}
 	return req, nil
+}
+
+// ValidFlowKey reports whether k is a flow key the API accepts: empty (none),
+// or up to broker.MaxFlowKeyBytes of visible ASCII (0x21..0x7e), so that the
+// delivery sidecar can pass it to HTTP handlers as a header unchanged.
+func ValidFlowKey(k string) bool {
+	if len(k) > broker.MaxFlowKeyBytes {
+		return false
+	}
+	for _, c := range []byte(k) {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -116,6 +134,8 @@ func Task(t broker.TaskInfo, duplicate bool) client.Task {
 		AvailableAt:      t.AvailableAt,
 		ExpiresAt:        timeOrNil(t.ExpiresAt),
 		Metadata:         t.Metadata,
+		FlowKey:          t.FlowKey,
+		WaitReason:       t.WaitReason,
 		Result:           t.Result,
 		ResultTruncated:  t.ResultTruncated,
 		Duplicate:        duplicate,
@@ -162,7 +182,27 @@ func Stats(q broker.QueueRef, m broker.QueueMetrics, workers int, now time.Time)
 	for state, n := range m.Counters.Finished {
 		out.Finished[string(state)] = n
 	}
+	out.Flow = Flow(m.Flow)
 	return out
+}
+
+// Flow converts a queue's flow metrics; nil when it has no flow control.
+func Flow(m broker.FlowMetrics) *client.FlowStats {
+	if !m.Enabled {
+		return nil
+	}
+	out := &client.FlowStats{Admissible: m.Admissible, Throttled: m.Throttled, Held: m.Held, ActiveKeys: m.ActiveKeys,
+		ParkedKeys: m.ParkedKeys, LimitedBy: make([]client.FlowLimit, 0, len(m.LimitedBy)), MeanExecSeconds: m.MeanExec.Seconds()}
+	for _, l := range m.LimitedBy {
+		out.LimitedBy = append(out.LimitedBy, client.FlowLimit(l))
+	}
+	return out
+}
+
+// KeyFlow converts one flow key's state.
+func KeyFlow(k broker.KeyFlow) client.KeyFlow {
+	return client.KeyFlow{Key: k.Key, Queued: k.Queued, Held: k.Held, Concurrency: k.Concurrency, Weight: k.Weight,
+		Parked: client.FlowLimit(k.Parked), EligibleAt: timeOrNil(k.EligibleAt)}
 }
 
 // Worker converts a worker's heartbeat record.

@@ -41,6 +41,7 @@ var submitSeeds = []string{
 	`{"task_type":"echo","not_before":"2026-12-01T00:00:00Z"}`,
 	`{"task_type":"echo","not_before":"yesterday"}`, `{"task_type":1}`, `{"nope":1}`, `{}`, ``, `{"task_type":"a"} {}`,
 	`{"task_type":"echo","priority":42}`, `{"task_type":"echo","delay_seconds":-1}`, `[`, `{"payload":[1,2]}`,
+	`{"task_type":"echo","flow_key":"tenant-a"}`, `{"task_type":"echo","flow_key":"a b"}`, `{"task_type":"echo","flow_key":7}`,
 }
 
 // fuzzServer is a Server whose broker is never reached (decoding fails or

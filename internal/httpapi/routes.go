@@ -40,7 +40,7 @@ const SchedulesPath = "/api/v1/namespaces/{ns}/schedules"
 // route is one endpoint and the RBAC verb it needs, on the custom resources
 // of group dtq.dev in the path's namespace: submit = create tasks; reads =
 // get/list tasks; the events stream = watch tasks; cancel = update tasks;
-// queue stats, history, workers = get queues; list queues = list queues; pause, resume
+// queue stats, history, workers, flow = get queues; list queues = list queues; pause, resume
 // = patch queues; purge of the queue's waiting tasks = delete queues/tasks;
 // dead-letter reads = get queues/deadletter, requeue = update
 // queues/deadletter, discard and purge = delete queues/deadletter; list
@@ -72,6 +72,7 @@ func (s *Server) routes() []route {
 		{name: "purge_queue", pattern: "POST " + q + "/purge", verb: "delete", res: "queues/tasks", handle: s.purgeQueue},
 		{name: "workers", pattern: "GET " + q + "/workers", verb: "get", res: "queues", handle: s.workers},
 		{name: "queue_history", pattern: "GET " + q + "/history", verb: "get", res: "queues", handle: s.queueHistory},
+		{name: "queue_flow", pattern: "GET " + q + "/flow", verb: "get", res: "queues", handle: s.queueFlow},
 		{name: "list_dead_letters", pattern: "GET " + dl, verb: "get", res: "queues/deadletter", handle: s.listDeadLetters},
 		{name: "get_dead_letter", pattern: "GET " + dl + "/{id}", verb: "get", res: "queues/deadletter", handle: s.getDeadLetter},
 		{name: "requeue_dead_letter", pattern: "POST " + dl + "/{id}/requeue", verb: "update", res: "queues/deadletter", handle: s.requeueDeadLetter},

@@ -69,6 +69,11 @@ func Metadata(m map[string]string) SubmitOption {
 	return func(r *SubmitRequest) { r.Metadata, _ = json.Marshal(m) } // a map of strings always encodes
 }
 
+// FlowKey sets the task's flow key (1..128 printable ASCII characters, no
+// space): on a Queue with flowControl its per-key limits and weighted share
+// apply to the task (docs/flow-control.md).
+func FlowKey(key string) SubmitOption { return func(r *SubmitRequest) { r.FlowKey = key } }
+
 // NewSubmitRequest builds a submission: payload is encoded as JSON (a
 // json.RawMessage or []byte is taken as is; nil means {}).
 func NewSubmitRequest(taskType string, payload any, opts ...SubmitOption) (SubmitRequest, error) {

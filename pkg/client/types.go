@@ -83,6 +83,11 @@ type SubmitRequest struct {
 	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
 	// Metadata is a JSON object of at most 4096 bytes, stored with the task.
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// FlowKey is the task's flow key (1..128 printable ASCII characters, no
+	// space): on a Queue with flowControl, the key whose per-key limits
+	// and share apply to it (docs/flow-control.md); stored and inert on a
+	// Queue without.
+	FlowKey string `json:"flow_key,omitempty"`
 }
 
 // Task is a task record as the API returns it.
@@ -107,7 +112,11 @@ type Task struct {
 	AvailableAt      time.Time       `json:"available_at"`
 	ExpiresAt        *time.Time      `json:"expires_at,omitempty"`
 	Metadata         json.RawMessage `json:"metadata,omitempty"`
-	Execution        Execution       `json:"execution"`
+	FlowKey          string          `json:"flow_key,omitempty"`
+	// WaitReason says why a Queued task of a flow-controlled queue is not
+	// running yet ("key tenant-a at concurrency 3/3"), as of the read.
+	WaitReason string    `json:"wait_reason,omitempty"`
+	Execution  Execution `json:"execution"`
 	// Result is the handler's result while it is retained (the Queue's
 	// resultRetention); left out of lists.
 	Result          json.RawMessage `json:"result,omitempty"`
@@ -188,6 +197,9 @@ type QueueStats struct {
 	// Failed, DeadLettered, Cancelled, Expired), since the queue's first use;
 	// two readings give the throughput.
 	Finished map[string]int64 `json:"finished"`
+	// Flow is the queue's flow control now; nil when the Queue has no
+	// flowControl.
+	Flow *FlowStats `json:"flow,omitempty"`
 }
 
 // QueueList lists a namespace's queues.

@@ -63,6 +63,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"300-byte key in the header", path, `{"task_type":"echo"}`, []string{"Idempotency-Key", strings.Repeat("k", 300)}, 400, dtqclient.CodeInvalidTask, "idempotency_key"},
 		{"priority 42", path, `{"task_type":"echo","priority":42}`, nil, 400, dtqclient.CodeInvalidTask, "priority"},
 		{"negative delay", path, `{"task_type":"echo","delay_seconds":-5}`, nil, 400, dtqclient.CodeInvalidTask, "delay_seconds"},
+		{"129-byte flow key", path, `{"task_type":"echo","flow_key":"` + strings.Repeat("k", 129) + `"}`, nil, 400, dtqclient.CodeInvalidTask, "flow_key"},
+		{"flow key with a space", path, `{"task_type":"echo","flow_key":"tenant a"}`, nil, 400, dtqclient.CodeInvalidTask, "flow_key"},
 		{"missing task_type", path, `{"payload":{}}`, nil, 400, dtqclient.CodeInvalidTask, "task_type"},
 		{"unknown queue", queuePath(ns, "nope") + "/tasks", `{"task_type":"echo"}`, nil, 404, dtqclient.CodeQueueNotFound, ""},
 		{"batch of 1001", path + ":batch", `{"tasks":[` + strings.Repeat(`{"task_type":"echo"},`, 1000) + `{"task_type":"echo"}]}`, nil, 400, dtqclient.CodeInvalidRequest, "tasks"},

@@ -49,8 +49,9 @@ const httpVisibility = 2 * time.Second
 
 // pythonQueue creates Queue <ns>/q from the Python example's manifest
 // (examples/http-handlers/python/queue.yaml), with short timeouts for the
-// tests and the handler's logs in dir. It waits for ready workers.
-func pythonQueue(t *testing.T, ns, dir string, replicas int32) *dtqv1alpha1.Queue {
+// tests, the handler's logs in dir, and then mutate applied. It waits for
+// ready workers.
+func pythonQueue(t *testing.T, ns, dir string, replicas int32, mutate ...func(*dtqv1alpha1.QueueSpec)) *dtqv1alpha1.Queue {
 	t.Helper()
 	objs, err := devstack.LoadManifests(filepath.Join(envtestutil.RepoRoot(), "examples", "http-handlers", "python"))
 	must(t, err)
@@ -76,6 +77,9 @@ func pythonQueue(t *testing.T, ns, dir string, replicas int32) *dtqv1alpha1.Queu
 		c := &s.WorkerTemplate.Spec.Containers[0]
 		c.Env = append(c.Env, corev1.EnvVar{Name: "EXEC_LOG", Value: filepath.Join(dir, "exec.log")},
 			corev1.EnvVar{Name: "RECEIPT_LOG", Value: filepath.Join(dir, "receipts.log")})
+		for _, m := range mutate {
+			m(s)
+		}
 	})
 	must(t, poll(t.Context(), 2*time.Minute, func() error {
 		if n := readyWorkers(ns); n < int(replicas) {

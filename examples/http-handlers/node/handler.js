@@ -6,6 +6,8 @@
 //            the progress {"step": "greeting"} (a TaskProgress event)
 //   receipt  {"order": "42"} -> sends a receipt once per order, however often
 //            the task is redelivered (the sidecar's idempotent operation)
+// Every result carries the task's ID, attempt, idempotency key and flow key
+// (the Dtq-Flow-Key header: "" for a task without one).
 // Any type also honours "reject": "msg" (answer 400, dead letter) and
 // "fail_first_attempt": true (answer 500 on attempt 1, retried).
 'use strict';
@@ -81,7 +83,8 @@ async function handle(req, res, payload) {
   const token = req.headers['dtq-sidecar-token'] || '';
   if (payload.reject) return answer(res, 400, { error: payload.reject });
   if (payload.fail_first_attempt && attempt === 1) return answer(res, 500, { error: 'failing attempt 1 on purpose' });
-  const result = { task: taskID, attempt, idempotency_key: req.headers['idempotency-key'] || '' };
+  const result = { task: taskID, attempt, idempotency_key: req.headers['idempotency-key'] || '',
+    flow_key: req.headers['dtq-flow-key'] || '' };
   const type = req.headers['dtq-task-type'];
   if (type === 'greet') {
     await progress(token, taskID, { step: 'greeting' });

@@ -8,6 +8,8 @@
 #   receipt  {"order": "42"} -> sends a receipt once per order, however often
 #            the task is redelivered: the sidecar's idempotent operation
 #            guards the side effect.
+# Every result carries the task's ID, attempt, idempotency key and flow key
+# (the Dtq-Flow-Key header: "" for a task without one).
 # Any type also honours these payload fields, so the examples' tests can
 # drive every outcome of the contract:
 #   "reject": "msg"           answer 400 {"error": msg} (dead letter, no retry)
@@ -152,7 +154,8 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(float(payload["sleep_first_attempt"]))
 
         result = {"task": task_id, "attempt": attempt,
-                  "idempotency_key": self.headers.get("Idempotency-Key", "")}
+                  "idempotency_key": self.headers.get("Idempotency-Key", ""),
+                  "flow_key": self.headers.get("Dtq-Flow-Key", "")}
         task_type = self.headers.get("Dtq-Task-Type", "")
         if task_type == "greet":
             sidecar.progress(task_id, {"step": "greeting"})

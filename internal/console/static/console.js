@@ -234,7 +234,8 @@ async function queuesPage(view) {
   const box = h('div');
   view.append(h('h1', {}, 'Queues in namespace ', ns()), box,
     h('p', { class: 'note' }, 'Depth counts every task of the queue\'s streams, in flight included. ' +
-      'Oldest: how long the oldest task not yet delivered has waited. Done/min: tasks that ended ' +
+      'Queued of a queue with flow control says how many of them its limits hold back (throttled; the queue\'s page ' +
+      'says which limits). Oldest: how long the oldest task not yet delivered has waited. Done/min: tasks that ended ' +
       '(any state) per minute between the last two refreshes. Refreshed every 5 s.'));
   // prev holds each queue's finished total and the time it was read, for
   // the throughput of the next refresh.
@@ -261,7 +262,7 @@ async function queuesPage(view) {
         list.queues.map(q => h('tr', { 'data-queue': q.queue },
           h('td', {}, h('a', { href: '#/queue/' + enc(q.queue) }, q.queue)),
           h('td', { 'data-field': 'state', class: q.paused ? 'paused' : '' }, q.paused ? 'paused' : 'active'),
-          num('depth', q.depth), num('queued', q.queued), num('oldest', age(q.oldest_queued_age_seconds)),
+          num('depth', q.depth), queuedCell(q), num('oldest', age(q.oldest_queued_age_seconds)),
           num('in_flight', q.in_flight), num('scheduled', q.scheduled), num('done_per_minute', done(q)),
           h('td', { class: 'num', 'data-field': 'dead_lettered' }, h('a', { href: '#/dead-letters?queue=' + enc(q.queue) }, q.dead_lettered)),
           h('td', { class: 'num', 'data-field': 'workers' }, h('a', { href: '#/workers?queue=' + enc(q.queue) }, q.workers)),
@@ -270,13 +271,55 @@ async function queuesPage(view) {
   });
 }
 
+// queuedCell is a queue's queued count; with flow control, how many of them
+// its limits hold back, the binding limits on hover.
+function queuedCell(q) {
+  const cell = h('td', { class: 'num', 'data-field': 'queued' }, q.queued);
+  if (q.flow) {
+    cell.append(h('span', { class: 'note', 'data-field': 'throttled', title: 'limited by ' + limits(q.flow) },
+      ' (' + q.flow.throttled + ' throttled)'));
+  }
+  return cell;
+}
+
+// limits names the limits holding a flow-controlled queue's work back.
+function limits(flow) { return flow.limited_by.length ? flow.limited_by.join(', ') : 'none'; }
+
+// flowSection shows a flow-controlled queue's flow metrics and its busiest
+// keys (GET .../flow).
+function flowSection(flow) {
+  const f = flow.flow;
+  const keys = flow.keys.length === 0 ? h('p', { class: 'note', id: 'no-flow-keys' }, 'No key has work.') :
+    table(['Flow key', 'Queued', 'Held', 'Concurrency', 'Weight', 'Parked', 'Eligible'],
+      flow.keys.map(k => h('tr', { 'data-key': k.key },
+        h('td', {}, k.key === '' ? h('span', { class: 'note' }, '(none)') : k.key),
+        h('td', { class: 'num', 'data-field': 'queued' }, k.queued), h('td', { class: 'num', 'data-field': 'held' }, k.held),
+        h('td', { class: 'num', 'data-field': 'concurrency' }, k.concurrency || '-'), h('td', { class: 'num', 'data-field': 'weight' }, k.weight),
+        h('td', { 'data-field': 'parked', class: k.parked ? 'paused' : '' }, k.parked || ''),
+        h('td', { 'data-field': 'eligible_at' }, when(k.eligible_at)))));
+  return [h('h2', {}, 'Flow control'),
+    h('p', { id: 'flow-summary' },
+      h('span', { 'data-field': 'admissible' }, f.admissible), ' admissible · ',
+      h('span', { 'data-field': 'throttled' }, f.throttled), ' throttled · ',
+      h('span', { 'data-field': 'held' }, f.held), ' running (held slots) · ',
+      h('span', { 'data-field': 'active_keys' }, f.active_keys), ' keys with work, ',
+      h('span', { 'data-field': 'parked_keys' }, f.parked_keys), ' parked · limited by ',
+      h('b', { 'data-field': 'limited_by' }, limits(f)),
+      f.mean_exec_seconds ? ' · mean execution ' + fmt(f.mean_exec_seconds * 1000) + ' ms' : ''),
+    h('p', { class: 'note' }, 'Admissible: queued tasks the limits would start now; throttled: those a limit holds back. ' +
+      'The busiest keys (most held slots, then the longest backlog, top 20); a key at its concurrency cap or over its ' +
+      'rate is parked and steps aside for the others.'),
+    keys];
+}
+
 // queuePage shows a queue's backlog now and its history as charts: depth,
 // throughput and failures over the samples the manager keeps (GET
 // .../history). Rates come from the totals of consecutive samples.
 async function queuePage(view, [queue]) {
   const summary = h('p', { id: 'queue-summary' });
+  const flowBox = h('div', { id: 'flow' });
   const charts = h('div', { class: 'charts' });
-  view.append(h('h1', {}, 'Queue ', queue), summary, charts,
+  view.append(h('h1', {}, 'Queue ', queue), summary, flowBox, charts,
     h('p', { class: 'note' }, 'The manager samples each queue every few seconds (--queue-history-interval, 10 s by default) ' +
       'and keeps the newest samples (--queue-history-samples, 360): the charts span them. Throughput and failures are per ' +
       'minute between two samples; a break in a line is a time without samples (no manager elected, say). Refreshed every 10 s.'));
@@ -289,6 +332,7 @@ async function queuePage(view, [queue]) {
       h('a', { href: '#/tasks?queue=' + enc(queue) }, 'tasks'), ' · ',
       h('a', { href: '#/events?queue=' + enc(queue) }, 'live events'));
     charts.replaceChildren(...queueCharts(hist.samples));
+    flowBox.replaceChildren(...(st.flow ? flowSection(await api('GET', queuePath(queue) + '/flow?top=20')) : []));
   });
 }
 
@@ -461,6 +505,7 @@ async function taskPage(view, [queue, id]) {
       field('state', h('span', { class: 'status-' + t.status }, t.status)),
       field('attempt', attempt(t, ' of ') + (t.previous_attempts ? ' (' + t.previous_attempts + ' before its requeue)' : '')),
       field('idempotency key', t.idempotency_key || ''), field('priority', t.priority),
+      field('flow key', t.flow_key || ''), field('wait reason', t.wait_reason || ''),
       field('created', when(t.created_at)), field('available', when(t.available_at)),
       field('started', when(x.started_at)), field('finished', when(x.finished_at)),
       field('duration', x.duration_ms !== undefined ? x.duration_ms + ' ms' : ''), field('worker', x.worker_id || ''),

@@ -83,8 +83,8 @@ func TestSameSemanticsAsTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	producers := map[string]client.Producer{"direct": direct.New(rdb).Queue("shop", "emails"), "http": c.Queue("shop", "emails")}
-	first, err := producers["direct"].Submit(ctx, "send", map[string]int{"n": 1}, client.IdempotencyKey("k-direct"))
-	if err != nil || first.Duplicate || first.Status != client.StatusQueued {
+	first, err := producers["direct"].Submit(ctx, "send", map[string]int{"n": 1}, client.IdempotencyKey("k-direct"), client.FlowKey("tenant-a"))
+	if err != nil || first.Duplicate || first.Status != client.StatusQueued || first.FlowKey != "tenant-a" {
 		t.Fatalf("direct submit: %+v %v", first, err)
 	}
 	_, err = producers["http"].Submit(ctx, "send", nil, client.IdempotencyKey("k-direct"))
@@ -110,6 +110,7 @@ func TestSameSemanticsAsTheAPI(t *testing.T) {
 			return err
 		},
 		"bad priority": func(p client.Producer) error { _, err := p.Submit(ctx, "send", nil, client.Priority(42)); return err },
+		"bad flow key": func(p client.Producer) error { _, err := p.Submit(ctx, "send", nil, client.FlowKey("a b")); return err },
 		"too large": func(p client.Producer) error {
 			_, err := p.Submit(ctx, "send", map[string]string{"x": string(make([]byte, 100))})
 			return err
