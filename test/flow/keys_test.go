@@ -40,10 +40,11 @@ const (
 // slot has been given back (the engine's FlowMetrics.Held and every key's held
 // slots are 0, no task is Running).
 //
-// Key k of 0..499 gets a task with probability proportional to k+1 (the
-// busiest about 200 tasks, the least about one), so keys run out of work at
-// different times and the caps bind more as fewer keys remain: 500 slots
-// over the last 166 keys are more than 3 each.
+// A fifth of the tasks belong to 10 hot keys (1,000 each: at 3 at once, 100 ms
+// on average, at least 33 s, so the run sees two kills); the other keys get
+// a task with probability proportional to their rank (the busiest about 160
+// tasks, the least about one), so they run out of work at different times
+// and the caps bind more as fewer keys remain.
 func TestKeyConcurrency(t *testing.T) {
 	const tasks = 50_000
 	r := newRig(t)
@@ -114,18 +115,24 @@ func (r *rig) checkSlotsGivenBack(q broker.QueueRef) {
 	}
 }
 
-// keyedTasks returns n tasks of the witness holding 0-200 ms each, key k of
-// keyCount drawn with weight k+1.
+// keyedTasks returns n tasks of the witness holding 0-200 ms each, shuffled:
+// n/5 of them spread evenly over the hot keys k000-k009, the others on key k
+// of k010-k499 drawn with weight k-9.
 func keyedTasks(n int, rng *rand.Rand) []broker.SubmitRequest {
-	cum := make([]int, keyCount)
-	for k := range cum {
-		cum[k] = (k + 1) * (k + 2) / 2
+	const hot = 10
+	cum := make([]int, keyCount-hot) // cum[i]: the weights of keys hot..hot+i
+	for i := range cum {
+		cum[i] = (i + 1) * (i + 2) / 2
 	}
 	out := make([]broker.SubmitRequest, n)
 	for i := range out {
-		k := sort.SearchInts(cum, rng.IntN(cum[keyCount-1])+1)
+		k := i % hot
+		if i >= n/5 {
+			k = hot + sort.SearchInts(cum, rng.IntN(cum[len(cum)-1])+1)
+		}
 		out[i] = task(fmt.Sprintf("k%03d", k), time.Duration(rng.IntN(201))*time.Millisecond)
 	}
+	rng.Shuffle(n, func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
 }
 

@@ -117,7 +117,7 @@ type ConcurrencyReport struct {
 	Max        int // most executions of one key holding their leases at once
 	MaxKey     string
 	Violations int       // starts that took a key above the cap
-	Examples   []Overlap // the first few of them
+	Examples   []Overlap // the first of them of the first few keys
 }
 
 // OK reports whether no key ever ran above the cap.
@@ -186,7 +186,7 @@ func CheckKeyConcurrency(execs []Exec, limit int) ConcurrencyReport {
 			}
 			if len(active) > limit {
 				r.Violations++
-				if len(r.Examples) < 5 {
+				if len(r.Examples) < 5 && (len(r.Examples) == 0 || r.Examples[len(r.Examples)-1].Key != k) {
 					o := Overlap{Key: k, At: ev.at}
 					for i := range active {
 						o.Execs = append(o.Execs, execs[i])
