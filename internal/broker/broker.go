@@ -38,6 +38,10 @@ type Broker struct {
 	// blocking reads never go through it.
 	fast  redis.Scripter
 	clock clock.PassiveClock
+	// rateClock, when set (tests only), replaces the Redis server's TIME as
+	// the clock of flow control's rate limits, so a test steps it as it
+	// steps clock.
+	rateClock clock.PassiveClock
 	// queues holds each queue's batchers (QueueRef -> *queueBatchers): concurrent
 	// Submit, Start and Complete calls on one queue share one script call.
 	queues sync.Map
@@ -88,6 +92,7 @@ const (
 	cfgDLQ         = "dlq"
 	cfgDLQMaxLen   = "dlq_maxlen"
 	cfgVisibility  = "visibility_ms"
+	cfgFlow        = "flow" // flow control (flowText); written by flowConfigScript
 	// Read by the engine (replicas.go), not by the scripts.
 	cfgReplicaAcks       = "replica_acks"
 	cfgReplicaAckTimeout = "replica_ack_timeout_ms"
@@ -116,13 +121,14 @@ func validConfig(c QueueConfig) error {
 		c.ReplicaAcks < 0, c.ReplicaAcks > 0 && c.ReplicaAckTimeout < time.Millisecond:
 		return fmt.Errorf("broker: invalid queue config %+v", c)
 	}
-	return nil
+	return validFlow(c.Flow)
 }
 
 // EnsureQueue writes the queue's config, registers the queue in its
 // namespace's set (see Queues) and creates the consumer group "workers" on its
-// ten streams (MKSTREAM), in one pipeline. Idempotent; call it again to change
-// the config.
+// ten streams (MKSTREAM), in one pipeline, then writes its flow control
+// (cfg.Flow, nil for none; see writeFlow): the next claim uses it.
+// Idempotent; call it again to change the config.
 func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) error {
 	if err := validQueue(q); err != nil {
 		return err
@@ -163,7 +169,7 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 			return fmt.Errorf("broker: create group on %s: %w", k.stream(i), err)
 		}
 	}
-	return nil
+	return b.writeFlow(ctx, q, cfg.Flow)
 }
 
 func isBusyGroup(err error) bool {
@@ -173,12 +179,21 @@ func isBusyGroup(err error) bool {
 
 // QueueConfig reads the config EnsureQueue wrote; ErrQueueNotFound when absent.
 func (b *Broker) QueueConfig(ctx context.Context, q QueueRef) (QueueConfig, error) {
-	m, err := b.rdb.HGetAll(ctx, keysFor(q).config()).Result()
+	k := keysFor(q)
+	m, err := b.rdb.HGetAll(ctx, k.config()).Result()
 	if err != nil {
 		return QueueConfig{}, fmt.Errorf("broker: read config of %s: %w", q, err)
 	}
 	if len(m) == 0 {
 		return QueueConfig{}, &Error{Code: CodeQueueNotFound, Message: "queue " + q.String() + " not found"}
+	}
+	var flow *FlowControl
+	if t := m[cfgFlow]; t != "" {
+		ov, err := b.rdb.HGetAll(ctx, k.flowOverrides()).Result()
+		if err != nil {
+			return QueueConfig{}, fmt.Errorf("broker: read flow overrides of %s: %w", q, err)
+		}
+		flow = parseFlow(t, ov)
 	}
 	i := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
 	d := func(f string) time.Duration { return time.Duration(i(f)) * time.Millisecond }
@@ -198,6 +213,7 @@ func (b *Broker) QueueConfig(ctx context.Context, q QueueRef) (QueueConfig, erro
 		VisibilityTimeout:  d(cfgVisibility),
 		ReplicaAcks:        int(i(cfgReplicaAcks)),
 		ReplicaAckTimeout:  d(cfgReplicaAckTimeout),
+		Flow:               flow,
 	}, nil
 }
 

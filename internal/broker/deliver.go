@@ -83,7 +83,7 @@ func (b *Broker) ReadStart(ctx context.Context, q QueueRef, consumer, workerID s
 	}
 	entries, err := b.read(ctx, q, block, readStartScript, consumer, count, readStartFields, func() []any {
 		now, nowtxt := b.now() // taken afresh for each script call
-		return []any{now, nowtxt, workerID}
+		return []any{now, nowtxt, workerID, b.rateNow()}
 	})
 	if err != nil {
 		return nil, err
@@ -109,17 +109,20 @@ func startedOf(q QueueRef, entries [][]any) []Started {
 	return out
 }
 
-// read runs a read script (readScript, readStartScript: KEYS streams p0..p9
-// and paused; ARGV prefix, consumer, count, then extra(), if set; each entry
+// read runs a read script (readScript, readStartScript: KEYS streams p0..p9,
+// paused, flow and fc:mig; ARGV prefix, consumer, count, then extra(), if set; each entry
 // has at least fields fields) until it delivers,
 // blocking up to block in between: paused queues return nothing after waiting
 // block (so idle readers do not spin); when nothing is ready it blocks on a
 // plain XREAD of the ten streams after their newest entries (which consumes
-// nothing) and runs the script again on wake-up.
+// nothing) and runs the script again on wake-up. On a flow-controlled queue
+// whose limits admit nothing now it waits instead for a wake token
+// (waitWake), up to the time a rate limit admits again when the script
+// names one.
 func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *redis.Script, consumer string, count, fields int, extra func() []any) ([][]any, error) {
 	k := keysFor(q)
 	streams := k.streams()
-	keys := append(append([]string{}, streams...), k.paused())
+	keys := append(append([]string{}, streams...), k.paused(), k.flow(), k.flowMigrate())
 	deadline := time.Now().Add(block)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -140,10 +143,23 @@ func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *
 			return readEntries(q, v, fields)
 		case "paused":
 			return nil, wait.Sleep(ctx, block)
+		case "flow":
+			return nil, fmt.Errorf("broker: read %s: a flow-controlled queue's tasks start only through ReadStart", q)
+		case "again":
+			continue
 		}
 		left := time.Until(deadline)
 		if block <= 0 || left < time.Millisecond {
 			return nil, nil
+		}
+		if str(v[0]) == "wait" {
+			if us := num(v[1]); us >= 0 {
+				left = min(left, wait.Jitter(time.Duration(us)*time.Microsecond, 0.1))
+			}
+			if err := b.waitWake(ctx, q, left); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		last := replyStrings(v[1])
 		err = b.rdb.XRead(ctx, &redis.XReadArgs{Streams: append(append([]string{}, streams...), last...), Count: 1, Block: left}).Err()
@@ -411,8 +427,8 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 	now, nowtxt := b.now()
 	keys := make([]string, 0, 2+2*len(items))
 	keys = append(keys, k.config(), k.schedule())
-	args := make([]any, 0, 3+completeItemArgs*len(items))
-	args = append(args, k.prefix, now, nowtxt)
+	args := make([]any, 0, 4+completeItemArgs*len(items))
+	args = append(args, k.prefix, now, nowtxt, 0) // args[3]: the entries read with it, set below
 	// The items are packed into one buffer, each argument a slice of it
 	// capped at its end, so later items never write into it (when the buffer
 	// grows, earlier slices keep the old array).
@@ -435,7 +451,11 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 	var replies []any
 	var started []Started
 	var readErr error
-	if wants == 0 || sc != b.fast {
+	reads := wants > 0 && sc == b.fast
+	if reads {
+		args[3] = wants
+	}
+	if !reads {
 		// Without a next read, or when the completion waits for replicas
 		// (then the slots read their next entries through the blocking read).
 		if replies, err = completeBatchScript.Run(ctx, sc, keys, args...).Slice(); err != nil {
@@ -474,9 +494,9 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 // the read.
 func (b *Broker) completeRead(ctx context.Context, q QueueRef, keys []string, args []any, consumer, workerID string, count int) (replies []any, started []Started, readErr, err error) {
 	k := keysFor(q)
-	rkeys := append(k.streams(), k.paused())
+	rkeys := append(k.streams(), k.paused(), k.flow(), k.flowMigrate())
 	now, nowtxt := b.now()
-	rargs := []any{k.prefix, consumer, count, now, nowtxt, workerID}
+	rargs := []any{k.prefix, consumer, count, now, nowtxt, workerID, b.rateNow()}
 	pipe := b.rdb.Pipeline()
 	cc := completeBatchScript.EvalSha(ctx, pipe, keys, args...)
 	// Never sent again, and so neither is the pipeline (see read).
@@ -496,7 +516,7 @@ func (b *Broker) completeRead(ctx context.Context, q QueueRef, keys []string, ar
 		return replies, nil, fmt.Errorf("broker: read %s: %w", q, err), nil
 	}
 	if str(v[0]) != "ok" {
-		return replies, nil, nil, nil // nothing ready, or paused
+		return replies, nil, nil, nil // nothing ready (or the limits admit nothing now), or paused
 	}
 	entries, err := readEntries(q, v, readStartFields)
 	if err != nil {

@@ -19,7 +19,17 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Flow control: limits that hold across every worker of a queue, applied
@@ -101,8 +111,197 @@ type KeyFlow struct {
 	EligibleAt  time.Time // when a rate-parked key may start again
 }
 
-// FlowKeys returns up to top keys of a flow-controlled queue, busiest first
-// (held slots, then backlog).
-func (b *Broker) FlowKeys(ctx context.Context, q QueueRef, top int) ([]KeyFlow, error) {
-	return nil, errors.New("broker: FlowKeys: not built yet") // replaced by the engine's implementation before merge
+// MaxFlowOverrides bounds FlowControl.Overrides.
+const MaxFlowOverrides = 1000
+
+// MaxFlowWeight bounds a key's weight.
+const MaxFlowWeight = 1000
+
+// validFlowKey reports whether k is a flow key: at most MaxFlowKeyBytes of
+// printable UTF-8 (empty only when empty is allowed: no key).
+func validFlowKey(k string, empty bool) bool {
+	if k == "" {
+		return empty
+	}
+	if len(k) > MaxFlowKeyBytes || !utf8.ValidString(k) {
+		return false
+	}
+	for _, r := range k {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// validFlow checks a queue's flow control, naming the field at fault.
+func validFlow(f *FlowControl) error {
+	if f == nil {
+		return nil
+	}
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("broker: invalid flow control: %s %s", field, fmt.Sprintf(format, a...))
+	}
+	rate := func(field string, r *FlowRate) error {
+		switch {
+		case r == nil:
+			return nil
+		case r.Limit < 1:
+			return bad(field+".limit", "must be at least 1, not %d", r.Limit)
+		case r.Period < time.Millisecond:
+			return bad(field+".period", "must be at least 1ms, not %v", r.Period)
+		case r.Burst < 0:
+			return bad(field+".burst", "must be at least 1, not %d", r.Burst)
+		}
+		return nil
+	}
+	if err := rate("rateLimit", f.Rate); err != nil {
+		return err
+	}
+	if err := rate("perKey.rateLimit", f.PerKey.Rate); err != nil {
+		return err
+	}
+	switch {
+	case f.MaxConcurrency < 0:
+		return bad("maxConcurrency", "must not be negative")
+	case f.PerKey.Concurrency < 0:
+		return bad("perKey.concurrency", "must not be negative")
+	case f.Fairness != "" && f.Fairness != FairnessWeighted && f.Fairness != FairnessFIFO:
+		return bad("fairness", "must be Weighted or FIFO, not %q", f.Fairness)
+	case len(f.Overrides) > MaxFlowOverrides:
+		return bad("overrides", "has %d keys, more than %d", len(f.Overrides), MaxFlowOverrides)
+	}
+	for k, o := range f.Overrides {
+		field := fmt.Sprintf("overrides[%q]", k)
+		switch {
+		case !validFlowKey(k, true):
+			return bad(field+".key", "must be at most %d bytes of printable UTF-8", MaxFlowKeyBytes)
+		case o.Weight < 0 || o.Weight > MaxFlowWeight:
+			return bad(field+".weight", "must be 1..%d, not %d", MaxFlowWeight, o.Weight)
+		case o.Concurrency < 0:
+			return bad(field+".concurrency", "must not be negative")
+		}
+		if err := rate(field+".rateLimit", o.Rate); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flowText is a queue's flow control as the scripts read it (flow_parse in
+// flow_scripts.go): "1 rate_limit rate_period_us rate_burst max_concurrency
+// key_concurrency key_rate_limit key_rate_period_us key_rate_burst W|F
+// overrides(0|1) digest", 0 for a limit not set; the digest of the overrides
+// makes a change of them a change of the text. "" for nil.
+func flowText(f *FlowControl) string {
+	if f == nil {
+		return ""
+	}
+	fair, ov := "W", "0"
+	if f.Fairness == FairnessFIFO {
+		fair = "F"
+	}
+	if len(f.Overrides) > 0 {
+		ov = "1"
+	}
+	h := fnv.New64a()
+	for _, k := range slices.Sorted(maps.Keys(f.Overrides)) {
+		_, _ = fmt.Fprintf(h, "%s\x00%s\x00", k, overrideText(f.Overrides[k]))
+	}
+	return strings.Join([]string{"1", rateText(f.Rate), strconv.FormatInt(f.MaxConcurrency, 10),
+		strconv.FormatInt(f.PerKey.Concurrency, 10), rateText(f.PerKey.Rate), fair, ov, strconv.FormatUint(h.Sum64(), 16)}, " ")
+}
+
+// rateText is "limit period_us burst" ("0 0 0" for nil).
+func rateText(r *FlowRate) string {
+	if r == nil {
+		return "0 0 0"
+	}
+	return fmt.Sprintf("%d %d %d", r.Limit, r.Period.Microseconds(), max(r.Burst, 1))
+}
+
+// overrideText is a key's override as fc:o holds it: "weight cap limit
+// period_us burst", 0 for a field not set.
+func overrideText(o KeyOverride) string {
+	return fmt.Sprintf("%d %d %s", o.Weight, o.Concurrency, rateText(o.Rate))
+}
+
+// parseFlow reads back flowText and fc:o's fields (QueueConfig).
+func parseFlow(text string, overrides map[string]string) *FlowControl {
+	f := strings.Fields(text)
+	if len(f) < 11 || f[0] != "1" {
+		return nil
+	}
+	n := func(s string) int64 { v, _ := strconv.ParseInt(s, 10, 64); return v }
+	rate := func(l, p, b string) *FlowRate {
+		if n(l) == 0 {
+			return nil
+		}
+		return &FlowRate{Limit: n(l), Period: time.Duration(n(p)) * time.Microsecond, Burst: n(b)}
+	}
+	fc := &FlowControl{Rate: rate(f[1], f[2], f[3]), MaxConcurrency: n(f[4]),
+		PerKey: KeyLimits{Concurrency: n(f[5]), Rate: rate(f[6], f[7], f[8])}, Fairness: FairnessWeighted}
+	if f[9] == "F" {
+		fc.Fairness = FairnessFIFO
+	}
+	for k, v := range overrides {
+		o := strings.Fields(v)
+		if len(o) != 5 {
+			continue
+		}
+		if fc.Overrides == nil {
+			fc.Overrides = map[string]KeyOverride{}
+		}
+		fc.Overrides[k] = KeyOverride{Weight: n(o[0]), KeyLimits: KeyLimits{Concurrency: n(o[1]), Rate: rate(o[2], o[3], o[4])}}
+	}
+	return fc
+}
+
+// writeFlow writes q's flow control (flowConfigScript).
+func (b *Broker) writeFlow(ctx context.Context, q QueueRef, f *FlowControl) error {
+	k := keysFor(q)
+	args := []any{k.prefix, flowText(f)}
+	if f != nil {
+		for _, key := range slices.Sorted(maps.Keys(f.Overrides)) {
+			args = append(args, key, overrideText(f.Overrides[key]))
+		}
+	}
+	keys := []string{k.config(), k.flow(), k.flowOverrides(), k.flowMigrate(), k.flowWake()}
+	if err := flowConfigScript.Run(ctx, b.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("broker: write flow control of %s: %w", q, err)
+	}
+	return nil
+}
+
+// rateNow is the rate clock the flow scripts get: "" (the Redis server's
+// TIME) unless a test set rateClock.
+func (b *Broker) rateNow() string {
+	if b.rateClock == nil {
+		return ""
+	}
+	return strconv.FormatInt(b.rateClock.Now().UnixMicro(), 10)
+}
+
+// waitWake waits up to d for a wake token of q (fc:wake): a slot freed, a
+// key became ready, or a worker that filled its slots left work behind. Each
+// token wakes one waiting worker (the group hands an entry to one reader).
+// A queue without the wake stream (its flow state just ended) sleeps d.
+func (b *Broker) waitWake(ctx context.Context, q QueueRef, d time.Duration) error {
+	d = max(d, time.Millisecond) // BLOCK 0 would wait forever
+	err := b.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: flowWakeGroup, Consumer: flowWaiter,
+		Streams: []string{keysFor(q).flowWake(), ">"}, Count: 1, Block: d, NoAck: true}).Err()
+	switch {
+	case err == nil, errors.Is(err, redis.Nil):
+		return nil
+	case redis.HasErrorPrefix(err, "NOGROUP"):
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	return fmt.Errorf("broker: wait for %s: %w", q, err)
 }

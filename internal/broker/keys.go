@@ -51,7 +51,27 @@ const (
 	sufStats       = "stats"
 	sufTaskIndex   = "tasks"
 	sufHistory     = "history"
+
+	// Flow control (flow.go, flow_scripts.go): the limits, then the
+	// per-key structures the claim admits from.
+	sufFlow          = "flow"     // string: the queue's limits as the claim reads them, "off" while draining after they were removed
+	sufFlowMigrate   = "fc:mig"   // string: set while stream entries from before flow control wait to be moved into the key lists
+	sufFlowOverrides = "fc:o"     // hash: key -> "weight cap limit period_us burst"
+	sufFlowState     = "fc:s"     // hash: tat (the queue's GCRA), v<band> (virtual time), n (tasks in key lists)
+	sufFlowList      = "fc:q:"    // + band + ":" + key: list of task IDs, FIFO
+	sufFlowReady     = "fc:r:"    // + band: zset key -> start tag (Weighted) or head task's time (FIFO)
+	sufFlowFinish    = "fc:f:"    // + band: zset key -> finish tag of a key out of the ready set
+	sufFlowHeld      = "fc:held"  // hash: task id -> key, one per held concurrency slot
+	sufFlowHeldCount = "fc:hc"    // hash: key -> slots its tasks hold
+	sufFlowKeyTAT    = "fc:tat"   // hash: key -> the key's GCRA theoretical arrival time, us
+	sufFlowParked    = "fc:park"  // hash: key -> reason ("c" cap, "r" rate) and the bands it left
+	sufFlowTimed     = "fc:timed" // zset: rate-parked key -> when it may start again, us
+	sufFlowWake      = "fc:wake"  // stream of wake tokens, read by waiting workers in group flowWakeGroup
+	sufFlowTimer     = "fc:timer" // string: the worker that waits on a rate limit's timer (the others wait for tokens)
 )
+
+// flowWakeGroup is the consumer group of the wake-token stream.
+const flowWakeGroup = "wake"
 
 // keys builds the key names of one queue.
 type keys struct{ prefix string }
@@ -75,6 +95,11 @@ func (k keys) worker(id string) string       { return k.prefix + sufWorker + id 
 func (k keys) stats() string                 { return k.prefix + sufStats }
 func (k keys) taskIndex() string             { return k.prefix + sufTaskIndex }
 func (k keys) history() string               { return k.prefix + sufHistory }
+func (k keys) flow() string                  { return k.prefix + sufFlow }
+func (k keys) flowMigrate() string           { return k.prefix + sufFlowMigrate }
+func (k keys) flowOverrides() string         { return k.prefix + sufFlowOverrides }
+func (k keys) flowHeld() string              { return k.prefix + sufFlowHeld }
+func (k keys) flowWake() string              { return k.prefix + sufFlowWake }
 
 // luaKeys is the start of every script: P, the queue's prefix (ARGV[1]), the
 // builders of the keys a script derives from what it reads, and the queue
@@ -82,16 +107,27 @@ func (k keys) history() string               { return k.prefix + sufHistory }
 //
 //	k_task(id), k_result(id), k_idem(key), k_stream(band)
 //	K_EVENTS, K_CONFIG, K_DEADLETTER, K_STATS, GROUP
+//
+// and flow control's (flow_scripts.go):
+//
+//	k_flist(band, key), k_fready(band), k_ffin(band)
+//	K_FLOW, K_FMIG, K_FO, K_FS, K_FHELD, K_FHC, K_FTAT, K_FPARK, K_FTIMED, K_FWAKE, K_FTIMER
 func luaKeys() string {
 	var b strings.Builder
 	b.WriteString("local P = ARGV[1]\n")
 	for _, f := range []struct{ name, arg, suffix string }{
 		{"k_task", "id", sufTask}, {"k_result", "id", sufResult}, {"k_idem", "key", sufIdempotency}, {"k_stream", "band", sufStream},
+		{"k_fready", "band", sufFlowReady}, {"k_ffin", "band", sufFlowFinish},
 	} {
 		fmt.Fprintf(&b, "local function %s(%s) return P .. %q .. %s end\n", f.name, f.arg, f.suffix, f.arg)
 	}
+	fmt.Fprintf(&b, "local function k_flist(band, key) return P .. %q .. band .. \":\" .. key end\n", sufFlowList)
 	fmt.Fprintf(&b, "local K_EVENTS, K_CONFIG, K_DEADLETTER, K_STATS = P .. %q, P .. %q, P .. %q, P .. %q\n", sufEvents, sufConfig, sufDeadLetter, sufStats)
 	fmt.Fprintf(&b, "local GROUP = %q\n", group)
+	fmt.Fprintf(&b, "local K_FLOW, K_FMIG, K_FO, K_FS, K_FHELD = P .. %q, P .. %q, P .. %q, P .. %q, P .. %q\n",
+		sufFlow, sufFlowMigrate, sufFlowOverrides, sufFlowState, sufFlowHeld)
+	fmt.Fprintf(&b, "local K_FHC, K_FTAT, K_FPARK, K_FTIMED, K_FWAKE, K_FTIMER = P .. %q, P .. %q, P .. %q, P .. %q, P .. %q, P .. %q\n",
+		sufFlowHeldCount, sufFlowKeyTAT, sufFlowParked, sufFlowTimed, sufFlowWake, sufFlowTimer)
 	return b.String()
 }
 

@@ -63,7 +63,7 @@ local TERMINAL = {Succeeded = true, Failed = true, DeadLettered = true, Cancelle
 -- when the script ends (see script in Go): one HINCRBY per field, not per task.
 -- A failed HINCRBY loses that count, never the script's work.
 local COUNTS = {}
-local function count(field) COUNTS[field] = (COUNTS[field] or 0) + 1 end
+local function count(field, n) COUNTS[field] = (COUNTS[field] or 0) + (n or 1) end
 local function flush_counts()
   for f, n in pairs(COUNTS) do pcall(redis.call, "HINCRBY", K_STATS, f, n) end
 end
@@ -196,6 +196,7 @@ local function read_task(tk)
   return h
 end
 
+` + luaFlow + `
 -- start_done acknowledges and deletes a delivered entry start_entry does not
 -- run, and returns {reason, the task packed}: h as read, or read again when
 -- the task hash changed since (wrote).
@@ -215,23 +216,30 @@ end
 -- duplicate, exhausted. Starting the same delivery again with the same
 -- worker (a client retry after a lost reply; for a reclaimed delivery only
 -- at the same now: the same call sent twice) answers "run" again and writes
--- nothing.
-local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, nowtxt)
+-- nothing. h0 is the task hash when the caller read it already (fc_claim).
+--
+-- A flow-controlled task (fq) that leaves Running here (a reclaimed attempt
+-- cancelled, expired or exhausted) gives its concurrency slot back; its
+-- crash redelivery keeps the slot and is charged to the rate limits.
+local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, nowtxt, h0)
   -- One read serves both the checks and the reply (the start's writes
   -- applied to h): a second read after the write would cost a call per task.
-  local h = read_task(tk)
+  local h = h0 or read_task(tk)
   local id, state, attempt, maxAttempts = task_id(tk), h.state, tonumber(h.attempt), tonumber(h.max_attempts)
   if reclaimed == "1" then count("redeliveries") end
   if not state then return start_done("missing", tk, h, false, stream, msgid) end
   if TERMINAL[state] then return start_done("terminal", tk, h, false, stream, msgid) end
   if state == "Retrying" then return start_done("retrying", tk, h, false, stream, msgid) end
+  local slot = state == "Running" and h.fq == "1"
   if h.cancel_requested == "1" then
     finish(id, "Cancelled", "TaskCancelled", attempt, h.ikey, now, nowtxt)
+    if slot then fc_release({id}) end
     return start_done("cancelled", tk, h, true, stream, msgid)
   end
   local expires = tonumber(h.expires_at) or 0
   if expires > 0 and tonumber(now) >= expires then
     finish(id, "Expired", "TaskExpired", attempt, h.ikey, now, nowtxt)
+    if slot then fc_release({id}) end
     return start_done("expired", tk, h, true, stream, msgid)
   end
   -- absorb: a duplicate delivery (an older attempt's entry, a copy of a
@@ -257,8 +265,10 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
       attempt = attempt + 1
       if attempt > maxAttempts then
         exhaust(id, attempt - 1, h.ikey, "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
+        if slot then fc_release({id}) end
         return start_done("exhausted", tk, h, true, stream, msgid)
       end
+      if slot then fc_charge(h.fk or "") end
     end
   else
     absorb = true
@@ -317,13 +327,14 @@ local function last_ids()
   end
   return last
 end
-`
+` + luaFlowClaim
 
 // script builds a script from luaLib and body. The body runs as a function,
 // so that whatever return it takes, the counts and batched events it made
-// (count and batch_event in luaLib) are written after it.
+// (count and batch_event in luaLib) and its flow control work (fc_flush:
+// nothing when it did none) are written after it.
 func script(body string) *redis.Script {
-	return redis.NewScript(luaLib + "local function main()\n" + body + "\nend\nlocal reply = main()\nflush_events()\nflush_counts()\nreturn reply\n")
+	return redis.NewScript(luaLib + "local function main()\n" + body + "\nend\nlocal reply = main()\nfc_flush()\nflush_events()\nflush_counts()\nreturn reply\n")
 }
 
 // Arguments per item (ARGV) of the batch scripts.
@@ -391,6 +402,11 @@ func batchBody(width int, body string) string {
 // payload        -> payload JSON
 // meta           -> metadata object ("" none)
 // trace          -> W3C traceparent ("" none; stored as the task's trace field)
+// fkey           -> flow key ("" none; stored as fk)
+//
+// On a flow-controlled queue (the config's flow field is set) a queued task
+// goes to its key's list instead of its band stream (fc_enqueue), and every
+// new task gets fq ("flow task"); the depth gate counts the lists too.
 //
 // It also adds each item's answer to the queue's counters (dtq:{<ns>/<q>}:stats,
 // one HINCRBY per kind of answer in the batch; see metrics.go); a submit naming
@@ -425,14 +441,15 @@ func batchBody(width int, body string) string {
 // complete), not here: retention counts from the end, so a task waiting in a
 // long backlog or delayed past the retention never vanishes. It carries only
 // the key builders and the helper it needs instead of luaLib.
-var submitBatchScript = redis.NewScript(luaKeys() + batchBody(submitItemArgs, `
+var submitBatchScript = redis.NewScript(luaKeys() + luaFlowEnqueue + batchBody(submitItemArgs, `
 local ITEM = "`+packFormat(submitItemFields)+`"
 local function record(id, state, nowtxt)
   return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
 end
-local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms")
+local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms", "flow")
 if not cfg[1] then return {"notfound"} end
 local maxDepth, maxPayload = tonumber(cfg[1]), tonumber(cfg[2])
+local F = flow_parse(cfg[5]) -- flow control: queued tasks go to their key lists
 local now, nowms, nowtxt = ARGV[2], tonumber(ARGV[2]), ARGV[3]
 local depth -- read on first use, then counts the tasks this batch added
 local queued = {} -- IDs of the new tasks, for the batch's one TaskQueued event
@@ -449,7 +466,7 @@ end
 
 local function submit(tk, rk, a)
   local item = unpack(ARGV, a, a + W - 1)
-  local _, id, ikey, size, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, typ, payload, meta, trace =
+  local _, id, ikey, size, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, typ, payload, meta, trace, fkey =
     struct.unpack(ITEM, item)
   if tonumber(size) > maxPayload then return {"toolarge", cfg[2]}, "refused:PAYLOAD_TOO_LARGE" end
   if (chosen == "1" or ikey == "") and redis.call("EXISTS", tk) == 1 then
@@ -478,6 +495,7 @@ local function submit(tk, rk, a)
   if not depth then
     depth = redis.call("ZCARD", KEYS[2])
     for i = 3, 12 do depth = depth + redis.call("XLEN", KEYS[i]) end
+    if F then depth = depth + (tonumber(redis.call("HGET", K_FS, "n")) or 0) + FQ_ADDED end
   end
   if depth >= maxDepth then
     if ikey ~= "" then redis.call("DEL", rk) end
@@ -490,6 +508,8 @@ local function submit(tk, rk, a)
   if tonumber(notBefore) > nowms then
     state, avail = "Pending", notBefore
     redis.call("ZADD", KEYS[2], notBefore, id)
+  elseif F then
+    fc_enqueue(F, prio, fkey, id, now)
   else
     msg = redis.call("XADD", KEYS[3 + tonumber(prio)], "*", "t", id, "a", 1)
   end
@@ -507,7 +527,9 @@ local function submit(tk, rk, a)
   if fromCR == "1" then f[#f + 1] = "from_cr"; f[#f + 1] = "1" end
   if meta ~= "" then f[#f + 1] = "meta"; f[#f + 1] = meta end
   if trace ~= "" then f[#f + 1] = "trace"; f[#f + 1] = trace end
-  if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg else f[#f + 1] = "available_at"; f[#f + 1] = avail end
+  if fkey ~= "" then f[#f + 1] = "fk"; f[#f + 1] = fkey end
+  if F then f[#f + 1] = "fq"; f[#f + 1] = "1" end
+  if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg elseif avail ~= now then f[#f + 1] = "available_at"; f[#f + 1] = avail end
   redis.call("HSET", tk, unpack(f))
   queued[#queued + 1] = id
   return {"new", state, maxAttempts, timeout}, "accepted"
@@ -543,6 +565,7 @@ if #queued > 0 then
   pcall(index_new)
 end
 for f, n in pairs(counts) do pcall(redis.call, "HINCRBY", K_STATS, f, n) end
+fc_flush_enqueue()
 return {"ok", out}
 `))
 
@@ -552,6 +575,7 @@ return {"ok", out}
 //
 // KEYS[1..10]    -> dtq:{<ns>/<q>}:stream:p0 .. dtq:{<ns>/<q>}:stream:p9
 // KEYS[11]       -> dtq:{<ns>/<q>}:paused
+// KEYS[12]       -> dtq:{<ns>/<q>}:flow
 //
 // ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
 // ARGV[2]        -> consumer (worker id)
@@ -559,9 +583,12 @@ return {"ok", out}
 //
 // Returns {"paused"}, {"ok", {band, entry id, task id, attempt}...} or, when
 // nothing was ready, {"empty", last entry id of p0..p9} so the caller can block
-// with XREAD until any band gets a newer entry.
+// with XREAD until any band gets a newer entry; {"flow"} on a flow-controlled
+// queue, whose tasks start only through readStartScript's admission.
 var readScript = script(`
-if redis.call("EXISTS", KEYS[11]) == 1 then return {"paused"} end
+local st = redis.call("MGET", KEYS[11], KEYS[12])
+if st[1] then return {"paused"} end
+if st[2] then return {"flow"} end
 local out = read_bands(ARGV[2], tonumber(ARGV[3]), function(band, msgid, t, a)
   return {band, msgid, t, a}
 end)
@@ -575,8 +602,14 @@ return {"empty", last_ids()}
 // Skipped entries (duplicate, cancelled, ...) are acknowledged and still count
 // toward ARGV[3].
 //
+// On a flow-controlled queue (its flow key is set) the tasks are admitted
+// from the key lists under the limits instead (fc_claim in flow_scripts.go),
+// which may also answer {"again"} or {"wait", delay us, limit}.
+//
 // KEYS[1..10]    -> dtq:{<ns>/<q>}:stream:p0 .. dtq:{<ns>/<q>}:stream:p9
 // KEYS[11]       -> dtq:{<ns>/<q>}:paused
+// KEYS[12]       -> dtq:{<ns>/<q>}:flow
+// KEYS[13]       -> dtq:{<ns>/<q>}:fc:mig
 //
 // ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
 // ARGV[2]        -> consumer
@@ -584,17 +617,31 @@ return {"empty", last_ids()}
 // ARGV[4]        -> now, Unix ms
 // ARGV[5]        -> now, RFC 3339
 // ARGV[6]        -> worker id
+// ARGV[7]        -> rate clock, Unix us ("": the Redis server's TIME; tests only)
 //
 // Returns {"paused"}, {"ok", {band, entry id, task id, attempt, start reply}...}
 // with start_entry's reply (or {"err", message} for a Redis error in that entry
 // only, the entry then staying pending) or {"empty", last entry ids} as
 // readScript.
 var readStartScript = script(`
-if redis.call("EXISTS", KEYS[11]) == 1 then return {"paused"} end
-local now, nowtxt, worker = ARGV[4], ARGV[5], ARGV[6]
-local out = read_bands(ARGV[2], tonumber(ARGV[3]), function(band, msgid, t, a)
+local st = redis.call("MGET", KEYS[11], KEYS[12], KEYS[13])
+if st[1] then return {"paused"} end
+local consumer, count, now, nowtxt, worker = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
+local out = {}
+if st[2] then
+  FLOW_CLOCK = ARGV[7]
+  local r = fc_claim(st[2], st[3], consumer, count, worker, now, nowtxt)
+  if not FLOW_CFG.off then return r end
+  -- Flow control was removed: the key lists first (no limits), then the
+  -- streams; once the lists are empty the queue is a plain one again.
+  out = r[1] == "ok" and r[2] or {}
+  if #out >= count then return {"ok", out} end
+  if (tonumber(redis.call("HGET", K_FS, "n")) or 0) + FQ_ADDED <= 0 then fc_end() end
+  count = count - #out
+end
+for _, e in ipairs(read_bands(consumer, count, function(band, msgid, t, a)
   return {band, msgid, t, a, try(start_entry, k_task(t), KEYS[band + 1], msgid, tonumber(a), "0", worker, now, nowtxt)}
-end)
+end)) do out[#out + 1] = e end
 if #out > 0 then return {"ok", out} end
 return {"empty", last_ids()}
 `)
@@ -650,10 +697,15 @@ return out
 // KEYS[3+2i]     -> dtq:{<ns>/<q>}:task:<id>
 // KEYS[4+2i]     -> dtq:{<ns>/<q>}:stream:p<band> (the entry's)
 //
+// A flow-controlled task (fq) gives its concurrency slot back whatever the
+// outcome (fc_release), and its execution time (now - started_at) is added to
+// the counters flow_exec_ms and flow_exec_n.
+//
 // ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
 // ARGV[2]        -> now, Unix ms
 // ARGV[3]        -> now, RFC 3339
-// per item i, ARGV[4+i]: the item packed (pack.go), completeItemFields fields:
+// ARGV[4]        -> tasks the caller reads in the same round trip (CompleteNext): slots they take need no wake token
+// per item i, ARGV[5+i]: the item packed (pack.go), completeItemFields fields:
 // msgid          -> entry id
 // worker         -> worker id
 // runAttempt     -> the attempt the execution ran
@@ -685,10 +737,11 @@ local function ack(stream, msgid)
   end
   ids[#ids + 1] = msgid
 end
+local released = {} -- flow-controlled tasks whose slots this call gives back
 local function complete(tk, stream, a)
   local item = unpack(ARGV, a, a + W - 1)
   local _, msgid, worker, runAttempt, kind, res, errmsg, class, retryable, jitter = struct.unpack(ITEM, item)
-  local h = redis.call("HMGET", tk, "state", "attempt", "max_attempts", "msg", "ikey", "worker_id")
+  local h = redis.call("HMGET", tk, "state", "attempt", "max_attempts", "msg", "ikey", "worker_id", "fq", "started_at")
   local id, state, attempt, maxAttempts = task_id(tk), h[1], tonumber(h[2]), tonumber(h[3])
   if state ~= "Running" or h[4] ~= msgid or h[6] ~= worker or h[2] ~= runAttempt then
     if h[4] ~= msgid or (state ~= "Running" and state ~= "Queued") then ack(stream, msgid) end
@@ -698,8 +751,16 @@ local function complete(tk, stream, a)
     return {"stale", state or ""}
   end
   if not cfg then
-    cfg = redis.call("HMGET", KEYS[1], "task_ttl_ms", "result_ttl_ms", "result_max", "retry_base_ms", "retry_max_ms", "retry_jitter", "idem_ttl_ms")
+    cfg = redis.call("HMGET", KEYS[1], "task_ttl_ms", "result_ttl_ms", "result_max", "retry_base_ms", "retry_max_ms", "retry_jitter", "idem_ttl_ms", "flow")
     TASK_TTL, IDEM_TTL = cfg[1], cfg[7] -- for finish, exhaust and idem_update
+    FLOW_CFG = flow_parse(cfg[8]) -- for fc_flush
+  end
+  if h[7] == "1" then
+    -- A flow-controlled task leaves Running: its slot goes back, and its
+    -- execution time feeds the autoscaler's mean (FlowMetrics.MeanExec).
+    released[#released + 1] = task_id(tk)
+    count("flow_exec_ms", math.max(0, tonumber(now) - (tonumber(h[8]) or tonumber(now))))
+    count("flow_exec_n")
   end
   if kind == "ok" then
     state = "Succeeded"
@@ -736,14 +797,16 @@ local function complete(tk, stream, a)
   return {state}
 end
 
+FLOW_READS = tonumber(ARGV[4])
 local out = {}
 for i = 0, (#KEYS - 2) / 2 - 1 do
-  out[i + 1] = try(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 4 + W * i)
+  out[i + 1] = try(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 5 + W * i)
 end
 for _, stream in ipairs(streams) do
   redis.call("XACK", stream, GROUP, unpack(acks[stream]))
   redis.call("XDEL", stream, unpack(acks[stream]))
 end
+fc_release(released)
 return out
 `))
 
@@ -792,6 +855,9 @@ return lost
 // (entry, worker, attempt) and the entry is pending for this consumer, so a
 // worker that lost its lease cannot take a task back from its new owner.
 //
+// On a flow-controlled queue the task goes back to the end of its key's
+// list (fc_route) and its slot is given back.
+//
 // An execution whose handler never began (ran "0") costs no attempt: the
 // task is Queued again with the same attempt. One that began (ran "1", a
 // handler interrupted mid-run) counts as a crash redelivery does: attempt+1,
@@ -816,7 +882,7 @@ return lost
 var releaseScript = script(`
 local tk, stream = KEYS[1], KEYS[2]
 local consumer, msgid, worker, runAttempt, ran, now, nowtxt = unpack(ARGV, 2, 8)
-local h = redis.call("HMGET", tk, "state", "attempt", "max_attempts", "msg", "ikey", "worker_id", "cancel_requested")
+local h = redis.call("HMGET", tk, "state", "attempt", "max_attempts", "msg", "ikey", "worker_id", "cancel_requested", "fq", "prio", "fk")
 if h[1] ~= "Running" or h[4] ~= msgid or h[6] ~= worker or h[2] ~= runAttempt or
   #redis.call("XPENDING", stream, GROUP, msgid, msgid, 1, consumer) ~= 1 then
   return {"stale", h[1] or ""}
@@ -824,6 +890,7 @@ end
 local id, attempt = task_id(tk), tonumber(h[2])
 redis.call("XACK", stream, GROUP, msgid)
 redis.call("XDEL", stream, msgid)
+if h[8] == "1" then fc_release({id}) end
 if h[7] == "1" then
   finish(id, "Cancelled", "TaskCancelled", attempt, h[5], now, nowtxt)
   return {"Cancelled"}
@@ -834,8 +901,7 @@ if ran == "1" then
     return {exhaust(id, attempt - 1, h[5], "worker lost the task on every attempt (interrupted by a drain, a crash or the visibility timeout)", "WorkerLost", now, nowtxt)}
   end
 end
-local msg = redis.call("XADD", stream, "*", "t", id, "a", attempt)
-redis.call("HSET", tk, "state", "Queued", "attempt", attempt, "available_at", now, "msg", msg)
+fc_route(tk, id, h[9], h[10] or "", attempt, now, {"state", "Queued", "attempt", attempt, "available_at", now})
 event("TaskReleased", id, attempt, now)
 return {"Queued"}
 `)
@@ -871,7 +937,8 @@ redis.call("XADD", K_EVENTS, "MAXLEN", "~", "` + eventsMaxLenText + `", "*",
 return {"ok"}
 `)
 
-// promoteScript moves up to ARGV[4] due schedule members to their streams:
+// promoteScript moves up to ARGV[4] due schedule members to their streams
+// (on a flow-controlled queue, to their key lists: fc_route):
 // Pending keeps its attempt, Retrying gets attempt+1, an expired one (Retrying
 // included) ends Expired, a cancel-requested one Cancelled; members whose task
 // is missing or in any other state are dropped.
@@ -891,7 +958,7 @@ local moved = 0
 for _, id in ipairs(ids) do
   redis.call("ZREM", KEYS[1], id)
   local tk = k_task(id)
-  local h = redis.call("HMGET", tk, "state", "attempt", "prio", "expires_at", "cancel_requested", "ikey")
+  local h = redis.call("HMGET", tk, "state", "attempt", "prio", "expires_at", "cancel_requested", "ikey", "fk")
   local state, attempt = h[1], tonumber(h[2])
   if state == "Pending" or state == "Retrying" then
     local expires = tonumber(h[4]) or 0
@@ -902,8 +969,7 @@ for _, id in ipairs(ids) do
     else
       local ev = "TaskQueued"
       if state == "Retrying" then attempt, ev = attempt + 1, "TaskRetried" end
-      local msg = redis.call("XADD", k_stream(h[3]), "*", "t", id, "a", attempt)
-      redis.call("HSET", tk, "state", "Queued", "attempt", attempt, "available_at", now, "msg", msg)
+      fc_route(tk, id, h[3], h[7] or "", attempt, now, {"state", "Queued", "attempt", attempt, "available_at", now})
       event(ev, id, attempt, now)
       moved = moved + 1
     end
@@ -930,7 +996,7 @@ return {moved, nxt[2] or ""}
 // did (a task it cancelled has finished_at now).
 var cancelScript = script(`
 local tk, id, now = KEYS[1], ARGV[2], ARGV[3]
-local h = redis.call("HMGET", tk, "state", "attempt", "prio", "msg", "ikey", "cancel_requested", "finished_at")
+local h = redis.call("HMGET", tk, "state", "attempt", "prio", "msg", "ikey", "cancel_requested", "finished_at", "fq", "fk")
 local state = h[1]
 if not state then return {"notfound"} end
 if state == "Cancelled" and h[7] == now then return {"Cancelled"} end -- this call sent twice
@@ -941,8 +1007,10 @@ if state == "Running" then
   event("TaskCancelRequested", id, h[2], now)
   return {"Running"}
 end
-if state == "Queued" and h[4] then
+if state == "Queued" and h[4] and h[4] ~= "" then
   redis.call("XDEL", k_stream(h[3]), h[4])
+elseif state == "Queued" and h[8] == "1" then
+  fc_unlist(h[3], h[9] or "", id) -- in its key list (flow control)
 else
   redis.call("ZREM", KEYS[2], id)
 end
@@ -971,15 +1039,14 @@ return {"Cancelled"}
 // Returns {"notfound"}, {"conflict", state} or {"ok", HGETALL task}.
 var requeueScript = script(`
 local tk, id, now, token = KEYS[1], ARGV[2], ARGV[3], ARGV[5]
-local h = redis.call("HMGET", tk, "state", "attempt", "prio", "dlq", "ikey", "previous_attempts", "retry_token")
+local h = redis.call("HMGET", tk, "state", "attempt", "prio", "dlq", "ikey", "previous_attempts", "retry_token", "fk")
 if not h[1] then return {"notfound"} end
 if token ~= "" and h[7] == token then return {"ok", redis.call("HGETALL", tk)} end
 if h[1] ~= "DeadLettered" and not (token ~= "" and h[1] == "Failed") then return {"conflict", h[1]} end
 if h[4] then redis.call("XDEL", KEYS[2], h[4]) end
 redis.call("HDEL", tk, "dlq", "discarded", "cancel_requested", "started_at", "finished_at", "worker_id")
-local msg = redis.call("XADD", k_stream(h[3]), "*", "t", id, "a", 1)
-redis.call("HSET", tk, "state", "Queued", "attempt", 1, "previous_attempts", int((tonumber(h[6]) or 0) + tonumber(h[2])),
-  "available_at", now, "msg", msg)
+fc_route(tk, id, h[3], h[8] or "", 1, now, {"state", "Queued", "attempt", 1, "previous_attempts", int((tonumber(h[6]) or 0) + tonumber(h[2])),
+  "available_at", now})
 if token ~= "" then redis.call("HSET", tk, "retry_token", token) end
 redis.call("PERSIST", tk) -- retention counts from the end again
 if h[5] and h[5] ~= "" then

@@ -122,6 +122,8 @@ func validate(req SubmitRequest) error {
 		return invalid("max_attempts", "maxAttempts must be 1..%d", MaxAttemptsCap)
 	case req.Timeout != 0 && (req.Timeout < time.Millisecond || req.Timeout > time.Hour):
 		return invalid("timeout_ms", "timeout must be 1ms..1h")
+	case !validFlowKey(req.FlowKey, true):
+		return invalid("flow_key", "flow key must be at most %d bytes of printable UTF-8", MaxFlowKeyBytes)
 	}
 	return nil
 }
@@ -352,7 +354,7 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 		}
 		keys = append(keys, k.task(r.ID), idemKey)
 		args = append(args, packItem(r.ID, r.IdempotencyKey, len(it.payload), r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(),
-			notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, r.Type, it.payload, it.meta, it.trace))
+			notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, r.Type, it.payload, it.meta, it.trace, r.FlowKey))
 	}
 	sc, err := b.writer(ctx, q)
 	if err != nil {
@@ -372,16 +374,16 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 }
 
 // submitItemFields is the number of fields of a packed submit item (packItem).
-const submitItemFields = 14
+const submitItemFields = 15
 
 // packItem packs one item of submitBatchScript, its fields in the order the
 // script unpacks them (see the script's ARGV).
 func packItem(id, ikey string, size, prio, maxAttempts int, timeoutMS, notBefore, expires int64, chosen, fromCR, typ string,
-	payload, meta []byte, trace string) []byte {
+	payload, meta []byte, trace, flowKey string) []byte {
 	n := func(v int64) []byte { return strconv.AppendInt(nil, v, 10) }
 	//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra field does not compile
 	var f [submitItemFields][]byte = [...][]byte{[]byte(id), []byte(ikey), n(int64(size)), n(int64(prio)), n(int64(maxAttempts)),
-		n(timeoutMS), n(notBefore), n(expires), []byte(chosen), []byte(fromCR), []byte(typ), payload, meta, []byte(trace)}
+		n(timeoutMS), n(notBefore), n(expires), []byte(chosen), []byte(fromCR), []byte(typ), payload, meta, []byte(trace), []byte(flowKey)}
 	return pack(nil, f[:]...)
 }
 
@@ -396,7 +398,7 @@ func submitReply(q QueueRef, it submitItem, now, notBefore int64, v []any) (Subm
 		t := TaskInfo{
 			ID: req.ID, Queue: q, Type: req.Type, Payload: it.payload, IdempotencyKey: req.IdempotencyKey,
 			Priority: req.Priority, State: State(str(v[1])), MaxAttempts: maxAttempts, // Attempt 0: not started
-			Timeout: time.Duration(timeout) * time.Millisecond, CreatedAt: created, AvailableAt: created,
+			Timeout: time.Duration(timeout) * time.Millisecond, CreatedAt: created, AvailableAt: created, FlowKey: req.FlowKey,
 		}
 		if len(it.meta) > 0 {
 			t.Metadata = it.meta

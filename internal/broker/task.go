@@ -54,6 +54,7 @@ const (
 	tfProgress
 	tfPayload
 	tfMeta
+	tfFlowKey
 	taskFieldCount
 )
 
@@ -64,7 +65,7 @@ var taskFields = [taskFieldCount]string{
 	tfStartedAt: "started_at", tfFinishedAt: "finished_at", tfWorkerID: "worker_id",
 	tfLastError: "last_error", tfErrorClass: "error_class", tfCancelRequested: "cancel_requested",
 	tfResultTruncated: "result_truncated", tfTrace: "trace", tfProgressAt: "progress_at",
-	tfProgress: "progress", tfPayload: "payload", tfMeta: "meta",
+	tfProgress: "progress", tfPayload: "payload", tfMeta: "meta", tfFlowKey: "fk",
 }
 
 // taskFromHash builds a TaskInfo from the fields of a task hash.
@@ -125,6 +126,7 @@ func taskFromFields(q QueueRef, v *[taskFieldCount]string) TaskInfo {
 		ResultTruncated: v[tfResultTruncated] == "1",
 		TraceParent:     v[tfTrace],
 		ProgressAt:      t(tfProgressAt),
+		FlowKey:         v[tfFlowKey],
 	}
 	if p := v[tfProgress]; p != "" {
 		ti.Progress = json.RawMessage(p)

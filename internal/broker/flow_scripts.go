@@ -1,0 +1,718 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package broker
+
+// Flow control's Lua (docs/flow-control-engine.md has the layout and the
+// algorithm in prose). A flow-controlled queue keeps its queued tasks in one
+// list per (band, key), fc:q:<band>:<key>, instead of the band streams; the
+// keys with work in a band are in its ready set fc:r:<band>, scored by their
+// start tag (Weighted: start-time fair queueing) or their head task's time
+// (FIFO). The claim (fc_claim, in readStartScript) admits from the ready sets
+// under the limits and adds each admitted task to its band stream and the
+// worker's pending list in the same call, so leases, heartbeats, reclaim and
+// completion work on the streams exactly as without flow control. A held
+// concurrency slot is a field of fc:held (task ID -> key), taken when the
+// attempt starts and given back (fc_release) on every way out of Running.
+//
+// Times of the rate limits are microseconds of the Redis server's clock
+// (TIME), one clock for every worker, unless a test passes its own (see
+// Broker.rateClock). Numbers go to Redis through fnum: Lua's own
+// conversion keeps 14 digits, too few for microseconds since 1970.
+
+// luaFlowEnqueue is the part of flow control that submitting needs: the
+// limits' parser and fc_enqueue, which adds a task to its key's list and the
+// key to its band's ready set. It is in luaLib and, alone, in
+// submitBatchScript (which carries no luaLib).
+const luaFlowEnqueue = `
+local function fnum(x) return string.format("%.17g", x) end
+
+-- flow_parse reads a queue's limits as EnsureQueue wrote them (flowText in
+-- flow.go): "1 rate_limit rate_period_us rate_burst max_concurrency
+-- key_concurrency key_rate_limit key_rate_period_us key_rate_burst
+-- W|F overrides(0|1) digest", 0 for a limit that is not set; "off" while a
+-- queue whose flow control was removed still serves its key lists (no
+-- limits). nil for "" or nil: no flow control.
+local function flow_parse(s)
+  if not s or s == "" then return nil end
+  local F = {rl = 0, rp = 1, rb = 1, maxc = 0, kc = 0, krl = 0, krp = 1, krb = 1, fifo = false, ov = false, off = s == "off"}
+  if F.off then return F end
+  local f = {}
+  for w in string.gmatch(s, "%S+") do f[#f + 1] = w end
+  F.rl, F.rp, F.rb, F.maxc = tonumber(f[2]), tonumber(f[3]), tonumber(f[4]), tonumber(f[5])
+  F.kc, F.krl, F.krp, F.krb = tonumber(f[6]), tonumber(f[7]), tonumber(f[8]), tonumber(f[9])
+  F.fifo, F.ov = f[10] == "F", f[11] == "1"
+  return F
+end
+
+-- FQ_ADDED is the change this call made to the number of tasks in key
+-- lists (fc:s n), WAKE the wake tokens it owes; fc_flush writes both once.
+local FQ_ADDED, WAKE = 0, 0
+
+-- VT holds each band's virtual time (fc:s v<band>) as read or moved by this
+-- call; VT_SET the bands the claim moved.
+local VT, VT_SET = {}, {}
+local function vtime(b)
+  local v = VT[b]
+  if not v then
+    v = tonumber(redis.call("HGET", K_FS, "v" .. b)) or 0
+    VT[b] = v
+  end
+  return v
+end
+
+-- parked returns key's parking record (fc:park: "c" its concurrency cap or
+-- "r" its rate, then the digits of the bands it left), false when none.
+local PARK = {}
+local function parked(key)
+  local p = PARK[key]
+  if p == nil then
+    p = redis.call("HGET", K_FPARK, key) or false
+    PARK[key] = p
+  end
+  return p
+end
+
+-- park_band adds band b to a parked key's bands.
+local function park_band(key, p, b)
+  if string.find(p, tostring(b), 2, true) then return end
+  p = p .. b
+  redis.call("HSET", K_FPARK, key, p)
+  PARK[key] = p
+end
+
+-- head_time is when the first task of key's list in band b became runnable
+-- (FIFO fairness orders keys by it); nil when the list is empty.
+local function head_time(b, key)
+  local id = redis.call("LINDEX", k_flist(b, key), 0)
+  if not id then return nil end
+  local h = redis.call("HMGET", k_task(id), "available_at", "created_at")
+  return tonumber(h[1] or h[2]) or 0
+end
+
+-- fc_ready adds key to band b's ready set unless it is there: Weighted at
+-- the later of its finish tag (kept in fc:f:<band> while it was out) and the
+-- band's virtual time, so a key cannot gain by leaving and coming back; FIFO
+-- at its head task's time (head when the caller knows it). True when it was
+-- added.
+local function fc_ready(F, b, key, head)
+  local score
+  if F.fifo then
+    score = head or head_time(b, key)
+    if not score then return false end
+  else
+    score = math.max(tonumber(redis.call("ZSCORE", k_ffin(b), key)) or 0, vtime(b))
+  end
+  return redis.call("ZADD", k_fready(b), "NX", fnum(score), key) == 1
+end
+
+-- fc_enqueue appends task id, runnable since at (Unix ms), to key's list in
+-- band b. A list that was empty makes the key ready in b (or, while the key
+-- is parked, adds b to the bands it returns to), and a key that became ready
+-- is owed one wake token: a waiting worker may now admit it.
+local function fc_enqueue(F, b, key, id, at)
+  FQ_ADDED = FQ_ADDED + 1
+  if redis.call("RPUSH", k_flist(b, key), id) > 1 then return end
+  local p = parked(key)
+  if p then
+    park_band(key, p, b)
+  elseif fc_ready(F, b, key, tonumber(at)) then
+    WAKE = 1
+  end
+end
+
+-- fc_wake adds n wake tokens (at most 8: a worker that wakes and still
+-- sees work wakes the next one) to the wake stream, which keeps the newest
+-- 64; each wakes one waiting worker (waitWake in flow.go).
+local function fc_wake(n)
+  for _ = 1, math.min(n, 8) do
+    pcall(redis.call, "XADD", K_FWAKE, "NOMKSTREAM", "MAXLEN", 64, "*", "w", 1)
+  end
+end
+
+-- fc_flush_enqueue writes what fc_enqueue left: the list count, the wake.
+local function fc_flush_enqueue()
+  if FQ_ADDED ~= 0 then redis.call("HINCRBY", K_FS, "n", FQ_ADDED) end
+  if WAKE > 0 then fc_wake(WAKE) end
+  FQ_ADDED, WAKE = 0, 0
+end
+`
+
+// luaFlow is the rest of flow control's library, in luaLib after the task
+// helpers (finish, exhaust, read_task) and before start_entry, which uses
+// it.
+const luaFlow = luaFlowEnqueue + `
+-- FLOW_CLOCK is the rate clock a test passes ("" or nil: Redis TIME); a
+-- script that admits or charges sets it from its ARGV.
+local FLOW_CLOCK, FNOW = nil, nil
+local function flow_now()
+  if not FNOW then
+    if FLOW_CLOCK and FLOW_CLOCK ~= "" then
+      FNOW = tonumber(FLOW_CLOCK)
+    else
+      local t = redis.call("TIME")
+      FNOW = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+  end
+  return FNOW
+end
+
+-- FLOW_CFG is the queue's limits (flow_parse) once read; false until then.
+local FLOW_CFG = false
+local function flow_cfg()
+  if FLOW_CFG == false then FLOW_CFG = flow_parse(redis.call("HGET", K_CONFIG, "flow")) end
+  return FLOW_CFG
+end
+
+-- key_limits returns key's weight and limits: the queue's per-key limits,
+-- replaced field by field by the key's override (fc:o: "weight cap limit
+-- period_us burst", 0 for a field it does not set).
+local KEYLIM = {}
+local function key_limits(F, key)
+  local l = KEYLIM[key]
+  if l then return l end
+  l = {w = 1, cap = F.kc, rl = F.krl, rp = F.krp, rb = F.krb}
+  if F.ov then
+    local o = redis.call("HGET", K_FO, key)
+    local w, c, rl, rp, rb = string.match(o or "", "^(%d+) (%d+) (%d+) (%d+) (%d+)$")
+    if w then
+      if tonumber(w) > 0 then l.w = tonumber(w) end
+      if tonumber(c) > 0 then l.cap = tonumber(c) end
+      if tonumber(rl) > 0 then l.rl, l.rp, l.rb = tonumber(rl), tonumber(rp), tonumber(rb) end
+    end
+  end
+  KEYLIM[key] = l
+  return l
+end
+
+-- gcra_room returns how many starts a rate of limit per period (us) with
+-- burst admits at now, given its theoretical arrival time tat (GCRA: at most
+-- burst + t*limit/period starts in any interval t), and when it admits none,
+-- the time it admits the next.
+local function gcra_room(tat, now, limit, period, burst)
+  local t = period / limit
+  local used, tau = math.max(tat, now) - now, (burst - 1) * t
+  if used > tau + 1e-6 then return 0, math.max(tat, now) - tau end
+  return math.floor((tau - used) / t + 1e-9) + 1, nil
+end
+
+-- gcra_take is the theoretical arrival time after k more starts.
+local function gcra_take(tat, now, limit, period, k)
+  return math.max(tat, now) + k * period / limit
+end
+
+-- HC holds the slots each key's tasks hold (fc:hc) as read or changed by
+-- this call.
+local HC = {}
+local function held_of(key)
+  local n = HC[key]
+  if not n then
+    n = tonumber(redis.call("HGET", K_FHC, key)) or 0
+    HC[key] = n
+  end
+  return n
+end
+
+-- fc_park records that key left band b's ready set for reason ("c" at its
+-- cap: a freed slot brings it back; "r" over its rate: fc:timed brings it
+-- back). The latest reason is kept: whichever brings the key back, the
+-- claim checks it again and parks it again while a limit still holds.
+local function fc_park(key, b, reason)
+  local p = parked(key)
+  local bands = p and string.sub(p, 2) or ""
+  if not string.find(bands, tostring(b), 1, true) then bands = bands .. b end
+  p = reason .. bands
+  redis.call("HSET", K_FPARK, key, p)
+  PARK[key] = p
+end
+
+-- fc_unpark returns a parked key to the ready sets of the bands it left;
+-- true when it is ready in one of them.
+local function fc_unpark(F, key)
+  local p = parked(key)
+  if not p then return false end
+  redis.call("HDEL", K_FPARK, key)
+  PARK[key] = false
+  local any = false
+  for b in string.gmatch(string.sub(p, 2), "%d") do
+    if fc_ready(F, tonumber(b), key) then any = true end
+  end
+  return any
+end
+
+-- REL lists the keys whose slots this call gave back ({key, held now,
+-- given back}); REL_N counts the slots. fc_flush acts on them.
+local REL, REL_N = {}, 0
+
+-- fc_release gives back the concurrency slots held by the task IDs ids:
+-- each slot is a field of fc:held naming its key, so giving one back twice
+-- changes nothing.
+local function fc_release(ids)
+  if #ids == 0 then return end
+  local keys = redis.call("HMGET", K_FHELD, unpack(ids))
+  local held, per, order = {}, {}, {}
+  for i, key in ipairs(keys) do
+    if key then
+      held[#held + 1] = ids[i]
+      if not per[key] then order[#order + 1] = key end
+      per[key] = (per[key] or 0) + 1
+    end
+  end
+  if #held == 0 then return end
+  redis.call("HDEL", K_FHELD, unpack(held))
+  for _, key in ipairs(order) do
+    local n = redis.call("HINCRBY", K_FHC, key, -per[key])
+    if n <= 0 then redis.call("HDEL", K_FHC, key) end
+    HC[key] = math.max(n, 0)
+    REL[#REL + 1] = {key, math.max(n, 0), per[key]}
+  end
+  REL_N = REL_N + #held
+end
+
+-- FLOW_READS is how many tasks the caller reads in the same round trip
+-- (CompleteNext): freed slots they take need no wake token.
+local FLOW_READS = 0
+
+-- fc_after_release wakes waiting workers for the slots this call gave back:
+-- a key parked at its cap that is now below it returns to its bands, and
+-- each slot freed at a cap (the key's or the queue's maxConcurrency) is one
+-- wake token, less the tasks the caller reads next.
+local function fc_after_release()
+  local F = flow_cfg()
+  if not F then return end
+  local tokens = 0
+  if F.maxc > 0 then
+    local h = redis.call("HLEN", K_FHELD)
+    if h < F.maxc and h + REL_N >= F.maxc then tokens = math.min(REL_N, F.maxc - h) end
+  end
+  local freed = 0
+  for _, r in ipairs(REL) do
+    local key, n, c = r[1], r[2], r[3]
+    local cap = key_limits(F, key).cap
+    if cap > 0 and n < cap and n + c >= cap then
+      local p = parked(key)
+      if p and string.sub(p, 1, 1) == "c" and fc_unpark(F, key) then freed = freed + math.min(c, cap - n) end
+    end
+  end
+  WAKE = WAKE + math.max(tokens, freed) - FLOW_READS
+end
+
+-- fc_charge counts a crash redelivery (a reclaimed attempt of a Running
+-- task, which keeps its slot) against the queue's and the key's rate,
+-- without refusing it: the task runs already.
+local function fc_charge(key)
+  local F = flow_cfg()
+  if not F or F.off then return end
+  local now = flow_now()
+  if F.rl > 0 then
+    local tat = tonumber(redis.call("HGET", K_FS, "tat")) or 0
+    redis.call("HSET", K_FS, "tat", fnum(gcra_take(tat, now, F.rl, F.rp, 1)))
+  end
+  local l = key_limits(F, key)
+  if l.rl > 0 then
+    local tat = tonumber(redis.call("HGET", K_FTAT, key)) or 0
+    redis.call("HSET", K_FTAT, key, fnum(gcra_take(tat, now, l.rl, l.rp, 1)))
+  end
+end
+
+-- fc_route queues task id (hash tk, band b, flow key key) again, runnable
+-- since at, after it left Running or the schedule: in its key list while the
+-- queue has flow control, else in its band stream as without it. fields are
+-- written to the task hash with its new msg ("" in a list). Returns the
+-- entry ID ("" in a list).
+local function fc_route(tk, id, b, key, attempt, at, fields)
+  local F = flow_cfg()
+  local msg = ""
+  if F and not F.off then
+    fc_enqueue(F, b, key, id, at)
+    fields[#fields + 1] = "fq"
+    fields[#fields + 1] = "1"
+  else
+    msg = redis.call("XADD", k_stream(b), "*", "t", id, "a", attempt)
+  end
+  fields[#fields + 1] = "msg"
+  fields[#fields + 1] = msg
+  redis.call("HSET", tk, unpack(fields))
+  return msg
+end
+
+-- fc_unlist removes a queued task from its key list (a cancel); true when
+-- it was there.
+local function fc_unlist(b, key, id)
+  if redis.call("LREM", k_flist(b, key), 1, id) == 0 then return false end
+  FQ_ADDED = FQ_ADDED - 1
+  return true
+end
+
+-- fc_flush writes what this call's flow work left: the list count, wake
+-- tokens for freed slots and new work. It runs after every script's body
+-- and costs nothing when the call did no flow work.
+local function fc_flush()
+  if REL_N > 0 then fc_after_release() end
+  fc_flush_enqueue()
+end
+`
+
+// luaFlowClaim is fc_claim and its helpers, in luaLib after start_entry.
+const luaFlowClaim = `
+-- fc_migrate moves stream entries that wait undelivered in a flow queue's
+-- bands (those from before flow control was enabled) into the key lists, up
+-- to 256 per band, reading them as consumer and deleting them. Returns the
+-- bands that had more (their admission waits for the next call).
+local function fc_migrate(F, consumer)
+  local full = {}
+  for b = 9, 0, -1 do
+    local r = redis.call("XREADGROUP", "GROUP", GROUP, consumer, "COUNT", 256, "STREAMS", k_stream(b), ">")
+    local es = r and r[1][2] or {}
+    local ids = {}
+    for _, e in ipairs(es) do
+      ids[#ids + 1] = e[1]
+      local t = ""
+      for i = 1, #e[2], 2 do if e[2][i] == "t" then t = e[2][i + 1] end end
+      local tk = k_task(t)
+      local h = redis.call("HMGET", tk, "state", "msg", "fk", "available_at", "created_at")
+      if h[1] == "Queued" and h[2] == e[1] then
+        redis.call("HSET", tk, "msg", "", "fq", "1")
+        fc_enqueue(F, b, h[3] or "", t, h[4] or h[5])
+      end
+    end
+    if #ids > 0 then
+      redis.call("XACK", k_stream(b), GROUP, unpack(ids))
+      redis.call("XDEL", k_stream(b), unpack(ids))
+    end
+    if #es >= 256 then full[b] = true end
+  end
+  if next(full) == nil then redis.call("DEL", K_FMIG) end
+  return full
+end
+
+-- fc_pick chooses up to allowed tasks to admit, band 9 first, and returns
+-- them as {band, task id, task hash, key} plus why it stopped short
+-- (keyWhy: "KeyConcurrency" or "KeyRateLimit" when keys were parked) and
+-- whether admissible work is left. Within a band it reads the ready set's
+-- lowest keys into a window and runs start-time fair queueing there (or
+-- FIFO by head task), writing the scores back once per band: a key at its
+-- cap or over its rate is parked (out of the ready set, never blocking
+-- another key), an emptied key leaves with its finish tag. Each step admits
+-- a task or takes a key out of the window, and a task popped that is no
+-- longer queued (cancelled, expired) is dropped, so the loop is bounded by
+-- its budget.
+local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
+  local picks, keyWhy, more = {}, nil, false
+  local budget = 4 * allowed + 16
+  for b = 9, 0, -1 do
+    if allowed <= 0 or budget <= 0 then break end
+    if not skip[b] then
+      local rk = k_fready(b)
+      local m = allowed + 8
+      local win = redis.call("ZRANGE", rk, 0, m - 1, "WITHSCORES")
+      local keys, score = {}, {}
+      for i = 1, #win, 2 do keys[#keys + 1] = win[i]; score[win[i]] = tonumber(win[i + 1]) end
+      local bound = #keys == m and score[keys[#keys]] or math.huge
+      local gone, tags, moved = {}, {}, {}
+      while allowed > 0 and budget > 0 do
+        budget = budget - 1
+        local key, S = nil, math.huge
+        for _, k in ipairs(keys) do
+          local s = score[k]
+          if s and s < S then key, S = k, s end
+        end
+        if not key or S > bound then break end
+        local lim = key_limits(F, key)
+        local hk = held_of(key)
+        local ktat, room, at = nil, 1, nil
+        if lim.rl > 0 then
+          ktat = tonumber(redis.call("HGET", K_FTAT, key)) or 0
+          room, at = gcra_room(ktat, fnow, lim.rl, lim.rp, lim.rb)
+        end
+        if lim.cap > 0 and hk >= lim.cap then
+          fc_park(key, b, "c")
+          gone[#gone + 1], tags[key], score[key] = key, S, nil
+          keyWhy = keyWhy or "KeyConcurrency"
+        elseif room == 0 then
+          fc_park(key, b, "r")
+          redis.call("ZADD", K_FTIMED, fnum(at), key)
+          gone[#gone + 1], tags[key], score[key] = key, S, nil
+          keyWhy = keyWhy or "KeyRateLimit"
+        else
+          local id = redis.call("LPOP", k_flist(b, key))
+          if not id then
+            gone[#gone + 1], tags[key], score[key] = key, S, nil
+          else
+            FQ_ADDED = FQ_ADDED - 1
+            local tk = k_task(id)
+            local h = read_task(tk)
+            local expires = tonumber(h.expires_at) or 0
+            if h.state ~= "Queued" or (h.msg or "") ~= "" then
+              -- not queued in a list any more: a stale entry, dropped
+            elseif h.cancel_requested == "1" then
+              finish(id, "Cancelled", "TaskCancelled", h.attempt, h.ikey, now, nowtxt)
+            elseif expires > 0 and tonumber(now) >= expires then
+              finish(id, "Expired", "TaskExpired", h.attempt, h.ikey, now, nowtxt)
+            else
+              picks[#picks + 1] = {b, id, h, key}
+              allowed = allowed - 1
+              HC[key] = hk + 1
+              if lim.rl > 0 then redis.call("HSET", K_FTAT, key, fnum(gcra_take(ktat, fnow, lim.rl, lim.rp, 1))) end
+              if F.fifo then
+                local t = head_time(b, key)
+                if t then score[key] = t else gone[#gone + 1], score[key] = key, nil end
+              else
+                VT[b], VT_SET[b] = S, true
+                score[key] = S + 1000 / lim.w
+              end
+              if score[key] then moved[key] = true end
+            end
+          end
+        end
+      end
+      -- Write the window back: keys out with their tags kept, the others
+      -- at their new scores.
+      if #gone > 0 then
+        redis.call("ZREM", rk, unpack(gone))
+        if not F.fifo then
+          local z = {}
+          for _, k in ipairs(gone) do if tags[k] then z[#z + 1] = fnum(tags[k]); z[#z + 1] = k end end
+          if #z > 0 then
+            redis.call("ZADD", k_ffin(b), unpack(z))
+            redis.call("ZREMRANGEBYSCORE", k_ffin(b), "-inf", "(" .. fnum(vtime(b) - 1000))
+          end
+        end
+      end
+      local z = {}
+      for k in pairs(moved) do if score[k] then z[#z + 1] = fnum(score[k]); z[#z + 1] = k end end
+      if #z > 0 then redis.call("ZADD", rk, "XX", unpack(z)) end
+      for _, k in ipairs(keys) do if score[k] then more = true end end
+      more = more or bound < math.huge
+    end
+  end
+  return picks, keyWhy, more
+end
+
+-- fc_deliver adds each picked task's entry to its band stream and reads it
+-- into consumer's pending list (one XREADGROUP per band), then starts it
+-- with start_entry exactly as a read entry, taking its slot. An undelivered
+-- entry ahead of them (one no path should leave in a flow queue's stream) is
+-- moved to its key list on the way.
+local function fc_deliver(F, picks, consumer, worker, now, nowtxt)
+  local out, byBand, held = {}, {}, {}
+  for _, p in ipairs(picks) do
+    local b, id, h = p[1], p[2], p[3]
+    p[5] = redis.call("XADD", k_stream(b), "*", "t", id, "a", h.attempt)
+    byBand[b] = byBand[b] or {}
+    byBand[b][p[5]] = p
+    byBand[b].n = (byBand[b].n or 0) + 1
+  end
+  for b, mine in pairs(byBand) do
+    local left = mine.n
+    while left > 0 do
+      local r = redis.call("XREADGROUP", "GROUP", GROUP, consumer, "COUNT", left, "STREAMS", k_stream(b), ">")
+      if not r then break end
+      for _, e in ipairs(r[1][2]) do
+        if mine[e[1]] then
+          left = left - 1
+        else
+          local t = ""
+          for i = 1, #e[2], 2 do if e[2][i] == "t" then t = e[2][i + 1] end end
+          local h = redis.call("HMGET", k_task(t), "state", "msg", "fk", "available_at", "created_at")
+          if h[1] == "Queued" and h[2] == e[1] then
+            redis.call("HSET", k_task(t), "msg", "", "fq", "1")
+            fc_enqueue(F, b, h[3] or "", t, h[4] or h[5])
+          end
+          redis.call("XACK", k_stream(b), GROUP, e[1])
+          redis.call("XDEL", k_stream(b), e[1])
+        end
+      end
+    end
+  end
+  for _, p in ipairs(picks) do
+    local b, id, h, key, msgid = p[1], p[2], p[3], p[4], p[5]
+    local r = try(start_entry, k_task(id), k_stream(b), msgid, tonumber(h.attempt), "0", worker, now, nowtxt, h)
+    if r[1] == "run" then
+      held[#held + 1] = id
+      held[#held + 1] = key
+    else
+      HC[key] = HC[key] - 1
+    end
+    out[#out + 1] = {b, msgid, id, h.attempt, r}
+  end
+  return out, held
+end
+
+-- fc_timer returns the delay (us) a worker refused by a time limit waits
+-- before it claims again, or -1: one worker at a time waits on the timer (it
+-- holds fc:timer until the time passes); the others wait for a wake token,
+-- so a rate tick wakes one worker, not all.
+local function fc_timer(worker, at, fnow)
+  local d = math.max(at - fnow, 1000)
+  local ms = math.ceil(d / 1000) + 100
+  local holder = redis.call("SET", K_FTIMER, worker, "NX", "GET", "PX", ms)
+  if holder and holder ~= worker then return -1 end
+  if holder then redis.call("PEXPIRE", K_FTIMER, ms) end
+  return d
+end
+
+-- fc_end removes a queue's flow state once flow control was removed and its
+-- key lists are empty: the claim is a plain read again. The slots of tasks
+-- still running (fc:held, fc:hc) stay until they end.
+local function fc_end()
+  redis.call("DEL", K_FLOW, K_FMIG, K_FS, K_FTAT, K_FPARK, K_FTIMED, K_FO, K_FWAKE, K_FTIMER)
+  for b = 0, 9 do redis.call("DEL", k_fready(b), k_ffin(b)) end
+end
+
+-- fc_claim is readStartScript on a flow-controlled queue (flowtxt is its
+-- flow key; mig set while pre-flow stream entries wait to move): the queue's
+-- gates (maxConcurrency, then the rate), fc_pick, fc_deliver, then the
+-- slots, rates and virtual times written once. Returns {"ok", entries} as
+-- readStartScript; {"again"} when it did work but admitted nothing (call
+-- again now); or {"wait", delay us or -1, limit} when the limits admit
+-- nothing now ("" limit: nothing queued).
+local function fc_claim(flowtxt, mig, consumer, count, worker, now, nowtxt)
+  local F = flow_parse(flowtxt)
+  FLOW_CFG = F
+  local fnow = flow_now()
+  local skip = mig and fc_migrate(F, consumer) or {}
+  local allowed, why, at = count, nil, nil
+  if F.maxc > 0 then
+    local free = F.maxc - redis.call("HLEN", K_FHELD)
+    if free < allowed then
+      allowed = math.max(free, 0)
+      if allowed == 0 then why = "MaxConcurrency" end
+    end
+  end
+  local qtat
+  if F.rl > 0 and allowed > 0 then
+    qtat = tonumber(redis.call("HGET", K_FS, "tat")) or 0
+    local room, next = gcra_room(qtat, fnow, F.rl, F.rp, F.rb)
+    if room < allowed then
+      allowed = room
+      if room == 0 then why, at = "RateLimit", next end
+    end
+  end
+  local out, held, keyWhy, more = {}, {}, nil, false
+  if allowed > 0 then
+    local due = redis.call("ZRANGEBYSCORE", K_FTIMED, "-inf", fnum(fnow), "LIMIT", 0, 100)
+    if #due > 0 then
+      redis.call("ZREM", K_FTIMED, unpack(due))
+      for _, key in ipairs(due) do fc_unpark(F, key) end
+    end
+    local picks
+    picks, keyWhy, more = fc_pick(F, allowed, skip, now, nowtxt, fnow)
+    out, held = fc_deliver(F, picks, consumer, worker, now, nowtxt)
+  end
+  if #held > 0 then
+    redis.call("HSET", K_FHELD, unpack(held))
+    local per, order = {}, {}
+    for i = 2, #held, 2 do
+      local k = held[i]
+      if not per[k] then order[#order + 1] = k end
+      per[k] = (per[k] or 0) + 1
+    end
+    for _, k in ipairs(order) do redis.call("HINCRBY", K_FHC, k, per[k]) end
+    if F.rl > 0 then redis.call("HSET", K_FS, "tat", fnum(gcra_take(qtat, fnow, F.rl, F.rp, #held / 2))) end
+  end
+  local v = {}
+  for b in pairs(VT_SET) do v[#v + 1] = "v" .. b; v[#v + 1] = fnum(VT[b]) end
+  if #v > 0 then redis.call("HSET", K_FS, unpack(v)) end
+  if #out > 0 then
+    -- A worker that filled every slot it asked for leaves admissible work
+    -- to the next one: one token wakes it.
+    if #out == count and more then WAKE = WAKE + 1 end
+    if F.rl > 0 and #out == count and redis.call("GET", K_FTIMER) == worker then
+      redis.call("DEL", K_FTIMER)
+      WAKE = WAKE + 1
+    end
+    return {"ok", out}
+  end
+  if why == nil and keyWhy == nil and (more or FQ_ADDED < 0) then return {"again"} end
+  why = why or keyWhy
+  if why ~= "RateLimit" then
+    local t = redis.call("ZRANGE", K_FTIMED, 0, 0, "WITHSCORES")
+    if t[2] then at = tonumber(t[2]) end
+  end
+  if at then return {"wait", fnum(fc_timer(worker, at, fnow)), why or ""} end
+  return {"wait", "-1", why or ""}
+end
+`
+
+// The wake group's consumer: every waiting worker reads tokens under this
+// one name (NOACK, so nothing is pending for it).
+const flowWaiter = "waiter"
+
+// flowConfigScript writes a queue's flow control (EnsureQueue): the limits
+// into the config's flow field (read by submit, complete and the scripts
+// that queue a task again) and into the flow key (read by the claim), and
+// the overrides into fc:o, all at once. A change returns every parked key to
+// its bands (the claim checks it against the new limits); a change of
+// fairness re-scores the ready sets. Enabling sets fc:mig, so the claim moves
+// the streams' undelivered entries into the key lists, and creates the wake
+// stream. Removing flow control leaves the flow key "off" while tasks wait
+// in key lists (the claim serves them without limits, then ends the flow
+// state: fc_end), or ends it now.
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:config
+// KEYS[2]        -> dtq:{<ns>/<q>}:flow
+// KEYS[3]        -> dtq:{<ns>/<q>}:fc:o
+// KEYS[4]        -> dtq:{<ns>/<q>}:fc:mig
+// KEYS[5]        -> dtq:{<ns>/<q>}:fc:wake
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> the limits (flowText; "" none)
+// ARGV[3..]      -> overrides: key, "weight cap limit period_us burst", ...
+//
+// Returns "none" (no flow control, none before), "off", "same" or "changed".
+var flowConfigScript = script(`
+local old, new = redis.call("GET", KEYS[2]), ARGV[2]
+local function unpark_all(F)
+  local p = redis.call("HGETALL", K_FPARK)
+  for i = 1, #p, 2 do fc_unpark(F, p[i]) end
+  redis.call("DEL", K_FTIMED)
+end
+if new == "" then
+  redis.call("HDEL", KEYS[1], "flow")
+  if not old then return "none" end
+  if old ~= "off" then
+    FLOW_CFG = flow_parse("off")
+    unpark_all(FLOW_CFG)
+    redis.call("DEL", KEYS[3])
+    if (tonumber(redis.call("HGET", K_FS, "n")) or 0) > 0 then redis.call("SET", KEYS[2], "off") else fc_end() end
+  end
+  return "off"
+end
+redis.call("HSET", KEYS[1], "flow", new)
+if old == new then return "same" end
+redis.call("SET", KEYS[2], new)
+redis.call("DEL", KEYS[3])
+if #ARGV > 2 then redis.call("HSET", KEYS[3], unpack(ARGV, 3)) end
+if not old or old == "off" then
+  redis.call("SET", KEYS[4], "1")
+  pcall(redis.call, "XGROUP", "CREATE", KEYS[5], "` + flowWakeGroup + `", "$", "MKSTREAM")
+end
+local F, was = flow_parse(new), flow_parse(old)
+FLOW_CFG = F
+if was and was.fifo ~= F.fifo then
+  for b = 0, 9 do
+    local keys = redis.call("ZRANGE", k_fready(b), 0, -1)
+    for _, key in ipairs(keys) do
+      local s = F.fifo and head_time(b, key) or vtime(b)
+      if s then redis.call("ZADD", k_fready(b), "XX", fnum(s), key) else redis.call("ZREM", k_fready(b), key) end
+    end
+    redis.call("DEL", k_ffin(b))
+  end
+end
+unpark_all(F)
+return "changed"
+`)

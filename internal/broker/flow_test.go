@@ -1,0 +1,445 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package broker
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// newFlowEnv is newEnv with flow control fc, its rate limits on the test's
+// clock (rateClock) so stepping the clock moves them.
+func newFlowEnv(t *testing.T, fc FlowControl, mutate ...func(*QueueConfig)) *env {
+	t.Helper()
+	e := newEnv(t, append([]func(*QueueConfig){func(c *QueueConfig) { c.Flow = &fc }}, mutate...)...)
+	e.b.rateClock = e.clock
+	return e
+}
+
+// claim is ReadStart of up to n tasks for worker w without blocking; it
+// fails on an error or on an entry that does not run.
+func (e *env) claim(w string, n int) []Execution {
+	e.t.Helper()
+	ss, err := e.b.ReadStart(ctx, e.q, w, w, n, 0)
+	if err != nil {
+		e.t.Fatalf("read-start: %v", err)
+	}
+	xs := make([]Execution, 0, len(ss))
+	for _, s := range ss {
+		if s.Err != nil || !s.Run {
+			e.t.Fatalf("read-start entry: %+v", s)
+		}
+		xs = append(xs, Execution{Delivery: s.Delivery, WorkerID: w, Attempt: s.Task.Attempt})
+	}
+	return xs
+}
+
+// keyed submits n tasks of flow key k (priority 5 unless prio is given).
+func (e *env) keyed(k string, n int, prio ...int) []string {
+	e.t.Helper()
+	p := 5
+	if len(prio) > 0 {
+		p = prio[0]
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = e.mustSubmit(SubmitRequest{FlowKey: k, Priority: p}).ID
+	}
+	return ids
+}
+
+// keysOf returns the flow key of each execution's task.
+func (e *env) keysOf(xs []Execution) []string {
+	e.t.Helper()
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = e.task(x.TaskID).FlowKey
+	}
+	return out
+}
+
+// held returns the queue's held slots (fc:held) as task ID -> key.
+func (e *env) held() map[string]string {
+	e.t.Helper()
+	m, err := e.rdb.HGetAll(ctx, keysFor(e.q).flowHeld()).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+func TestFlowConfigRoundTrip(t *testing.T) {
+	fc := FlowControl{
+		Rate: &FlowRate{Limit: 200, Period: time.Second, Burst: 20}, MaxConcurrency: 400,
+		PerKey:   KeyLimits{Concurrency: 3, Rate: &FlowRate{Limit: 10, Period: 1500 * time.Millisecond, Burst: 1}},
+		Fairness: FairnessFIFO,
+		Overrides: map[string]KeyOverride{"gold": {Weight: 5, KeyLimits: KeyLimits{Concurrency: 10}},
+			"": {Weight: 2, KeyLimits: KeyLimits{Rate: &FlowRate{Limit: 1, Period: time.Minute, Burst: 1}}}},
+	}
+	e := newFlowEnv(t, fc)
+	got, err := e.b.QueueConfig(ctx, e.q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(&fc, got.Flow); d != "" {
+		t.Errorf("flow control read back (-want +got):\n%s", d)
+	}
+	cfg := got
+	cfg.Flow = nil
+	if err := e.b.EnsureQueue(ctx, e.q, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.b.QueueConfig(ctx, e.q); got.Flow != nil {
+		t.Errorf("flow control after removing it: %+v", got.Flow)
+	}
+}
+
+func TestFlowInvalidConfigNamesTheField(t *testing.T) {
+	e := newEnv(t)
+	for field, fc := range map[string]FlowControl{
+		"rateLimit.limit":                {Rate: &FlowRate{Limit: 0, Period: time.Second}},
+		"perKey.rateLimit.period":        {PerKey: KeyLimits{Rate: &FlowRate{Limit: 1}}},
+		"maxConcurrency":                 {MaxConcurrency: -1},
+		"fairness":                       {Fairness: "Random"},
+		`overrides["a"].weight`:          {Overrides: map[string]KeyOverride{"a": {Weight: 1001}}},
+		`overrides["a\x01"].key`:         {Overrides: map[string]KeyOverride{"a\x01": {}}},
+		`overrides["b"].rateLimit.limit`: {Overrides: map[string]KeyOverride{"b": {KeyLimits: KeyLimits{Rate: &FlowRate{Period: time.Second}}}}},
+	} {
+		cfg := DefaultQueueConfig()
+		cfg.Flow = &fc
+		err := e.b.EnsureQueue(ctx, e.q, cfg)
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: err = %v, want one naming the field", field, err)
+		}
+	}
+}
+
+func TestFlowClaimRunsAndGivesSlotsBack(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 2}})
+	e.keyed("a", 3)
+	e.keyed("b", 1)
+	k := keysFor(e.q)
+	if n, _ := e.rdb.LLen(ctx, k.prefix+"fc:q:5:a").Result(); n != 3 {
+		t.Fatalf("a's list holds %d tasks, want 3", n)
+	}
+	if n, _ := e.rdb.XLen(ctx, k.stream(5)).Result(); n != 0 {
+		t.Fatalf("the band stream holds %d entries before any claim, want 0", n)
+	}
+	xs := e.claim("w", 10)
+	if got := e.keysOf(xs); len(got) != 3 {
+		t.Fatalf("claimed %v, want two of a and one of b", got)
+	}
+	if h := e.held(); len(h) != 3 {
+		t.Fatalf("held %v, want 3 slots", h)
+	}
+	for _, x := range xs {
+		e.complete(x, Outcome{Result: raw(`{}`)})
+	}
+	if h := e.held(); len(h) != 0 {
+		t.Fatalf("held after completing %v", h)
+	}
+	xs = e.claim("w", 10)
+	if got := e.keysOf(xs); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("claimed %v after the slots came back, want a's third", got)
+	}
+}
+
+// setFlow changes the queue's flow control at runtime (EnsureQueue).
+func (e *env) setFlow(fc *FlowControl) {
+	e.t.Helper()
+	cfg, err := e.b.QueueConfig(ctx, e.q)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg.Flow = fc
+	if err := e.b.EnsureQueue(ctx, e.q, cfg); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// count returns how many of keys are k.
+func countOf(keys []string, k string) int {
+	n := 0
+	for _, x := range keys {
+		if x == k {
+			n++
+		}
+	}
+	return n
+}
+
+// GCRA: from the tasks' own start times, no interval of length t holds more
+// than burst + t*limit/period starts, and a worker claiming all the time
+// gets about that many.
+func TestFlowRateAdmitsAtMostBurstPlusRate(t *testing.T) {
+	const limit, burst = 10, 3
+	e := newFlowEnv(t, FlowControl{Rate: &FlowRate{Limit: limit, Period: time.Second, Burst: burst}})
+	e.keyed("a", 60)
+	e.keyed("b", 60)
+	var starts []time.Time
+	begin := e.clock.Now()
+	for e.clock.Since(begin) < 5*time.Second {
+		for range e.claim("w", 50) {
+			starts = append(starts, e.clock.Now())
+		}
+		e.clock.Step(37 * time.Millisecond)
+	}
+	for i := range starts {
+		for j := i; j < len(starts); j++ {
+			window := starts[j].Sub(starts[i])
+			if n, most := float64(j-i+1), burst+window.Seconds()*limit; n > most+1e-9 {
+				t.Fatalf("%v holds %v starts, at most %v", window, n, most)
+			}
+		}
+	}
+	elapsed := e.clock.Since(begin) - 37*time.Millisecond
+	if want := burst + int(elapsed.Seconds()*limit); len(starts) < want-1 {
+		t.Fatalf("%d starts in %v, want about %d", len(starts), elapsed, want)
+	}
+}
+
+func TestFlowMaxConcurrency(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{MaxConcurrency: 3})
+	e.keyed("a", 5)
+	e.keyed("b", 5)
+	xs := e.claim("w1", 10)
+	if len(xs) != 3 {
+		t.Fatalf("claimed %d, want maxConcurrency 3", len(xs))
+	}
+	if got := e.claim("w2", 10); len(got) != 0 {
+		t.Fatalf("a second worker claimed %d at the cap", len(got))
+	}
+	e.complete(xs[0], Outcome{})
+	if got := e.claim("w2", 10); len(got) != 1 {
+		t.Fatalf("claimed %d after one slot freed, want 1", len(got))
+	}
+}
+
+// A key at its cap steps aside: another key's task behind its backlog
+// starts at once.
+func TestFlowKeyAtCapDoesNotBlockAnother(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 1}})
+	e.keyed("a", 50)
+	e.keyed("b", 1)
+	first := e.claim("w", 1)
+	if got := e.keysOf(first); got[0] != "a" {
+		t.Fatalf("first claim %v, want a (oldest)", got)
+	}
+	if got := e.keysOf(e.claim("w", 5)); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("claim with a at its cap got %v, want b's task", got)
+	}
+	if p, _ := e.rdb.HGet(ctx, keysFor(e.q).prefix+sufFlowParked, "a").Result(); p != "c5" {
+		t.Fatalf("a parked %q, want c5", p)
+	}
+	if got := e.claim("w", 5); len(got) != 0 {
+		t.Fatalf("claimed %d with every key at its cap", len(got))
+	}
+	e.complete(first[0], Outcome{})
+	if got := e.keysOf(e.claim("w", 5)); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("claim after a's slot freed got %v, want one of a", got)
+	}
+}
+
+func TestFlowPrioritiesStayStrict(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 2}})
+	e.keyed("low", 3, 3)
+	e.keyed("high", 3, 7)
+	e.keyed("high2", 1, 7)
+	got := e.keysOf(e.claim("w", 3))
+	if countOf(got, "low") != 0 {
+		t.Fatalf("claimed %v: band 3 before band 7 had work left that its limits admit", got)
+	}
+	// Band 7's keys are at their caps: band 3 runs.
+	if got := e.keysOf(e.claim("w", 5)); countOf(got, "low") != 2 || len(got) != 2 {
+		t.Fatalf("claimed %v with band 7 capped, want low's two", got)
+	}
+}
+
+// Keys share a band by weight (start-time fair queueing), from the first
+// claim on.
+func TestFlowWeightedShares(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{Overrides: map[string]KeyOverride{"a": {Weight: 5}, "b": {Weight: 3}, "c": {Weight: 2}}})
+	for _, k := range []string{"a", "b", "c"} {
+		e.keyed(k, 120)
+	}
+	var got []string
+	for range 10 {
+		got = append(got, e.keysOf(e.claim("w", 10))...)
+	}
+	for k, want := range map[string]int{"a": 50, "b": 30, "c": 20} {
+		if n := countOf(got, k); n < want-1 || n > want+1 {
+			t.Errorf("%s: %d of 100 starts, want %d±1", k, n, want)
+		}
+	}
+}
+
+// A weight change applies to the backlog already queued.
+func TestFlowWeightChangeAppliesToTheBacklog(t *testing.T) {
+	fc := FlowControl{}
+	e := newFlowEnv(t, fc)
+	e.keyed("a", 100)
+	e.keyed("b", 100)
+	if got := e.keysOf(e.claim("w", 20)); countOf(got, "a") != 10 {
+		t.Fatalf("equal weights: %d of 20 for a", countOf(got, "a"))
+	}
+	fc.Overrides = map[string]KeyOverride{"a": {Weight: 3}}
+	e.setFlow(&fc)
+	if got := e.keysOf(e.claim("w", 40)); countOf(got, "a") < 29 || countOf(got, "a") > 31 {
+		t.Fatalf("a at weight 3: %d of 40, want 30", countOf(got, "a"))
+	}
+}
+
+// FIFO fairness: the key whose head task is oldest goes first.
+func TestFlowFIFOFairness(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{Fairness: FairnessFIFO})
+	e.keyed("a", 2)
+	e.clock.Step(time.Second)
+	e.keyed("b", 1)
+	e.clock.Step(time.Second)
+	e.keyed("a", 1)
+	if got := e.keysOf(e.claim("w", 4)); !slices.Equal(got, []string{"a", "a", "b", "a"}) {
+		t.Fatalf("FIFO order %v, want a a b a", got)
+	}
+}
+
+// heldCounts returns fc:hc: key -> slots held.
+func (e *env) heldCounts() map[string]string {
+	e.t.Helper()
+	m, err := e.rdb.HGetAll(ctx, keysFor(e.q).prefix+sufFlowHeldCount).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// reclaimStart reclaims every entry (minimum idle 0) as worker w and starts
+// the first.
+func (e *env) reclaimStart(w string) StartResult {
+	e.t.Helper()
+	ds, err := e.b.Reclaim(ctx, e.q, w, 0, 10)
+	if err != nil || len(ds) != 1 {
+		e.t.Fatalf("reclaim: %v %v", ds, err)
+	}
+	sr, err := e.b.Start(ctx, e.q, w, ds[0])
+	if err != nil {
+		e.t.Fatalf("start reclaimed: %v", err)
+	}
+	return sr
+}
+
+// A held slot belongs to one task and is given back on every way out of
+// Running, once: after each exit (done twice where the API allows) no slot
+// is held, and a task queued again takes exactly one when it starts again.
+func TestFlowSlotGivenBackOnEveryExit(t *testing.T) {
+	for name, c := range map[string]struct {
+		maxAttempts int
+		expires     bool
+		exit        func(e *env, x Execution) State
+	}{
+		"success": {exit: func(e *env, x Execution) State { return e.complete(x, Outcome{}) }},
+		"retry":   {exit: func(e *env, x Execution) State { return e.complete(x, Outcome{Err: "e", Retryable: true}) }},
+		"dead letter": {exit: func(e *env, x Execution) State {
+			return e.complete(x, Outcome{Err: "fatal"})
+		}},
+		"cancel": {exit: func(e *env, x Execution) State {
+			if _, err := e.b.Cancel(ctx, e.q, x.TaskID); err != nil {
+				e.t.Fatal(err)
+			}
+			return e.complete(x, Outcome{Cancelled: true})
+		}},
+		"hand-back before the handler ran": {exit: func(e *env, x Execution) State {
+			st, err := e.b.Release(ctx, e.q, x.WorkerID, x, false)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return st
+		}},
+		"hand-back of an interrupted last attempt": {maxAttempts: 1, exit: func(e *env, x Execution) State {
+			st, err := e.b.Release(ctx, e.q, x.WorkerID, x, true)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return st
+		}},
+		"lease lost, reclaimed and completed by the new owner": {exit: func(e *env, x Execution) State {
+			sr := e.reclaimStart("w2")
+			if !sr.Run || len(e.held()) != 1 {
+				e.t.Fatalf("crash redelivery: run %v, held %v (the slot stays the task's)", sr.Run, e.held())
+			}
+			if _, err := e.b.Complete(ctx, e.q, x, Outcome{}); CodeOf(err) != CodeStaleExecution {
+				e.t.Fatalf("the old owner's completion: %v", err)
+			}
+			ds := Delivery{MessageID: x.MessageID, Band: x.Band, TaskID: x.TaskID, Attempt: x.Attempt}
+			return e.complete(Execution{Delivery: ds, WorkerID: "w2", Attempt: sr.Task.Attempt}, Outcome{})
+		}},
+		"crash loop exhausts the attempts": {maxAttempts: 1, exit: func(e *env, x Execution) State {
+			sr := e.reclaimStart("w2")
+			return sr.Task.State
+		}},
+		"cancel requested, then reclaimed": {exit: func(e *env, x Execution) State {
+			if _, err := e.b.Cancel(ctx, e.q, x.TaskID); err != nil {
+				e.t.Fatal(err)
+			}
+			return e.reclaimStart("w2").Task.State
+		}},
+		"expired, then reclaimed": {expires: true, exit: func(e *env, x Execution) State {
+			e.clock.Step(2 * time.Minute)
+			return e.reclaimStart("w2").Task.State
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newFlowEnv(t, FlowControl{MaxConcurrency: 5, PerKey: KeyLimits{Concurrency: 1}})
+			req := SubmitRequest{FlowKey: "k", MaxAttempts: c.maxAttempts}
+			if c.expires {
+				req.ExpiresAt = e.clock.Now().Add(time.Minute)
+			}
+			e.mustSubmit(req)
+			xs := e.claim("w1", 1)
+			if len(xs) != 1 || len(e.held()) != 1 || e.heldCounts()["k"] != "1" {
+				t.Fatalf("claim: %v, held %v %v", xs, e.held(), e.heldCounts())
+			}
+			st := c.exit(e, xs[0])
+			if h, hc := e.held(), e.heldCounts(); len(h) != 0 || len(hc) != 0 {
+				t.Fatalf("after the exit (%s) held %v, counts %v", st, h, hc)
+			}
+			// Once more where it can be: a completion again is answered
+			// as the first was and gives nothing back twice.
+			if st != StateQueued && !st.Terminal() {
+				e.clock.Step(time.Hour)
+				if _, _, err := e.b.PromoteDue(ctx, e.q, 10); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := e.b.Complete(ctx, e.q, xs[0], Outcome{}); err != nil && CodeOf(err) != CodeStaleExecution {
+				t.Fatalf("completing again: %v", err)
+			}
+			if h, hc := e.held(), e.heldCounts(); len(h) != 0 || len(hc) != 0 {
+				t.Fatalf("after a second exit held %v, counts %v", h, hc)
+			}
+			if st.Terminal() {
+				return
+			}
+			if xs := e.claim("w3", 5); len(xs) != 1 || len(e.held()) != 1 || e.heldCounts()["k"] != "1" {
+				t.Fatalf("the task queued again (%s): claimed %v, held %v %v", st, xs, e.held(), e.heldCounts())
+			}
+		})
+	}
+}
