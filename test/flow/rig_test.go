@@ -32,6 +32,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/flowcheck"
 	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
 const (
@@ -114,17 +115,6 @@ func (r *rig) metrics(q broker.QueueRef) broker.QueueMetrics {
 	return m
 }
 
-// backlogged reports whether tasks of q wait for a worker (in its streams,
-// or held back by its flow control).
-func (r *rig) backlogged(q broker.QueueRef) bool {
-	m := r.metrics(q)
-	n := m.Flow.Throttled + m.Flow.Admissible
-	for _, b := range m.Queued {
-		n += b
-	}
-	return n > 0
-}
-
 // waitFor polls cond every 50 ms until it holds, failing the test after d.
 func (r *rig) waitFor(d time.Duration, what string, cond func() bool) {
 	r.t.Helper()
@@ -168,6 +158,27 @@ func (r *rig) running(q broker.QueueRef) []string {
 	}
 }
 
+// records returns q's tasks by ID, as ListTasks gives them (no payload or
+// result).
+func (r *rig) records(q broker.QueueRef) map[string]broker.TaskInfo {
+	r.t.Helper()
+	out := map[string]broker.TaskInfo{}
+	opts := broker.ListOptions{Limit: broker.MaxListLimit}
+	for {
+		l, err := r.b.ListTasks(r.t.Context(), q, opts)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		for _, ti := range l.Tasks {
+			out[ti.ID] = ti
+		}
+		if l.Continue == "" {
+			return out
+		}
+		opts.Continue = l.Continue
+	}
+}
+
 // pool is a set of worker processes of one queue, each slots wide.
 type pool struct {
 	r     *rig
@@ -188,13 +199,27 @@ type proc struct {
 	ended  time.Time // when it was seen gone
 }
 
-// startPool starts n worker processes of q with slots execution slots each.
+// startPool starts n worker processes of q with slots execution slots each
+// and waits until every one is ready (its heartbeat says so).
 func (r *rig) startPool(q broker.QueueRef, n, slots int) *pool {
 	r.t.Helper()
 	p := &pool{r: r, q: q, slots: slots, dir: r.t.TempDir()}
 	for i := range n {
 		p.procs = append(p.procs, p.start(fmt.Sprintf("%s-w%d", q.Name, i)))
 	}
+	r.waitFor(time.Minute, fmt.Sprintf("%d workers ready", n), func() bool {
+		ws, err := r.b.Workers(r.t.Context(), q)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		ready := 0
+		for _, w := range ws {
+			if w.Status == worker.StatusReady || w.Status == worker.StatusBusy {
+				ready++
+			}
+		}
+		return ready == n
+	})
 	r.t.Cleanup(func() {
 		p.stop()
 		if r.t.Failed() {

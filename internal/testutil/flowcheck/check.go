@@ -33,14 +33,21 @@ type Rate struct {
 	Burst  int64
 }
 
-// RateReport is the window of starts that exceeds the limit the most (or
-// comes closest to it).
+// Span is when one start happened, as closely as it is known: not before
+// From, not after To. A handler's own start time is its To; the engine
+// admitted the attempt a little earlier, after the claim call that admitted
+// it was sent (its From). The two differ by the round trip and the wait for
+// a goroutine, which on a loaded machine reaches tens of milliseconds.
+type Span struct{ From, To time.Time }
+
+// RateReport is the window that exceeds the limit the most (or comes
+// closest to it).
 type RateReport struct {
 	Starts  int
 	Excess  float64 // Count - Allowed in the worst window; above 0 is a violation
 	From    time.Time
-	To      time.Time // the worst window's first and last start
-	Count   int
+	To      time.Time // the worst window
+	Count   int       // starts certainly in it
 	Allowed float64
 }
 
@@ -48,35 +55,136 @@ type RateReport struct {
 func (r RateReport) OK() bool { return r.Excess <= 0 }
 
 func (r RateReport) String() string {
-	return fmt.Sprintf("%d starts; worst window %v long holds %d starts against %.2f allowed (excess %.2f)",
-		r.Starts, r.To.Sub(r.From), r.Count, r.Allowed, r.Excess)
+	return fmt.Sprintf("%d starts; worst window %v long (from %s) certainly holds %d starts against %.2f allowed (excess %.2f)",
+		r.Starts, r.To.Sub(r.From), r.From.Format("15:04:05.000"), r.Count, r.Allowed, r.Excess)
 }
 
-// CheckRate checks every window between two starts (sorted): the window from
-// start i to start j holds j-i+1 starts and may hold Burst +
-// (t_j-t_i)*Limit/Period. With g(k) = k*Period - t_k*Limit its excess (times
-// Period) is g(j) - g(i) + (1-Burst)*Period, so the worst window ending at
-// each j begins at the i <= j of least g: one pass, in integers (nanoseconds),
-// so a window exactly at the limit is not a violation.
-func CheckRate(starts []time.Time, lim Rate) RateReport {
-	if len(starts) == 0 {
+// CheckRate finds the window [x, y] that most exceeds the limit with the
+// starts certainly in it: those whose whole span lies inside. (With spans of
+// no length, every window between two starts.) x is some span's From and y
+// some span's To. Sweeping y over the Tos in order, each span that ends by
+// y adds one start to every x at or before its From; a tree over the Froms
+// keeps count(x)*Period + x*Limit and answers the best x <= y, whose excess
+// (times Period) is that minus y*Limit + Burst*Period: O(n log n), in
+// integers (nanoseconds), so a window exactly at the limit is not a violation.
+func CheckRate(spans []Span, lim Rate) RateReport {
+	if len(spans) == 0 {
 		return RateReport{}
 	}
+	base := slices.MinFunc(spans, func(a, b Span) int { return a.From.Compare(b.From) }).From
+	ns := func(t time.Time) int64 { return int64(t.Sub(base)) }
+	froms := make([]int64, len(spans))
+	for i, sp := range spans {
+		froms[i] = ns(sp.From)
+	}
+	slices.Sort(froms)
+	froms = slices.Compact(froms)
+	init := make([]int64, len(froms))
+	for i, x := range froms {
+		init[i] = x * lim.Limit
+	}
+	t := newMaxTree(init)
+	byTo := slices.SortedFunc(slices.Values(spans), func(a, b Span) int { return a.To.Compare(b.To) })
 	period := int64(lim.Period)
-	g := func(k int) int64 { return int64(k)*period - int64(starts[k].Sub(starts[0]))*lim.Limit }
-	best, worst := 0, int64(math.MinInt64)
-	r := RateReport{Starts: len(starts)}
-	for j := range starts {
-		if g(j) < g(best) {
-			best = j
+	worst := int64(math.MinInt64)
+	r := RateReport{Starts: len(spans)}
+	for _, sp := range byTo {
+		x, _ := slices.BinarySearch(froms, ns(sp.From))
+		t.addPrefix(x, period) // froms[x] is the span's own From
+		y := ns(sp.To)
+		last, _ := slices.BinarySearch(froms, y+1) // the froms <= y
+		best, at := t.maxPrefix(last - 1)
+		if at < 0 {
+			continue
 		}
-		if e := g(j) - g(best) + (1-lim.Burst)*period; e > worst {
-			worst, r.From, r.To, r.Count = e, starts[best], starts[j], j-best+1
+		if e := best - y*lim.Limit - lim.Burst*period; e > worst {
+			worst = e
+			r.From, r.To = base.Add(time.Duration(froms[at])), sp.To
+			r.Count = int((best - froms[at]*lim.Limit) / period)
 		}
 	}
 	r.Excess = float64(worst) / float64(period)
 	r.Allowed = float64(r.Count) - r.Excess
 	return r
+}
+
+// maxTree is a segment tree over values v[0..n): add v to a prefix, and the
+// maximum of a prefix with its index.
+type maxTree struct {
+	n    int
+	top  []int64 // the node range's maximum, its own pending add included
+	arg  []int   // where it is
+	lazy []int64 // added to the whole node range, not yet to its children
+}
+
+func newMaxTree(v []int64) *maxTree {
+	t := &maxTree{n: len(v), top: make([]int64, 4*len(v)), arg: make([]int, 4*len(v)), lazy: make([]int64, 4*len(v))}
+	var build func(node, lo, hi int)
+	build = func(node, lo, hi int) {
+		if lo == hi {
+			t.top[node], t.arg[node] = v[lo], lo
+			return
+		}
+		mid := (lo + hi) / 2
+		build(2*node, lo, mid)
+		build(2*node+1, mid+1, hi)
+		t.pull(node)
+	}
+	build(1, 0, t.n-1)
+	return t
+}
+
+func (t *maxTree) pull(node int) {
+	l, r := 2*node, 2*node+1
+	if t.top[r] > t.top[l] {
+		t.top[node], t.arg[node] = t.top[r]+t.lazy[node], t.arg[r]
+	} else {
+		t.top[node], t.arg[node] = t.top[l]+t.lazy[node], t.arg[l]
+	}
+}
+
+// addPrefix adds d to v[0..hi].
+func (t *maxTree) addPrefix(hi int, d int64) {
+	var rec func(node, lo, up int)
+	rec = func(node, lo, up int) {
+		if lo > hi {
+			return
+		}
+		if up <= hi {
+			t.top[node] += d
+			t.lazy[node] += d
+			return
+		}
+		mid := (lo + up) / 2
+		rec(2*node, lo, mid)
+		rec(2*node+1, mid+1, up)
+		t.pull(node)
+	}
+	rec(1, 0, t.n-1)
+}
+
+// maxPrefix returns the largest of v[0..hi] and its index (-1 when hi < 0).
+func (t *maxTree) maxPrefix(hi int) (int64, int) {
+	var rec func(node, lo, up int) (int64, int)
+	rec = func(node, lo, up int) (int64, int) {
+		if lo > hi {
+			return math.MinInt64, -1
+		}
+		if up <= hi {
+			return t.top[node], t.arg[node]
+		}
+		mid := (lo + up) / 2
+		a, ai := rec(2*node, lo, mid)
+		b, bi := rec(2*node+1, mid+1, up)
+		if b > a {
+			a, ai = b, bi
+		}
+		if ai < 0 {
+			return a, ai
+		}
+		return a + t.lazy[node], ai
+	}
+	return rec(1, 0, t.n-1)
 }
 
 // CountIn returns how many of the starts lie in [from, from+d).

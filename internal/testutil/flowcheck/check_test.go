@@ -17,6 +17,8 @@ limitations under the License.
 package flowcheck
 
 import (
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,25 +42,73 @@ func gcra(n int) []time.Time {
 func TestCheckRate(t *testing.T) {
 	lim := Rate{Limit: 200, Period: time.Second, Burst: 20}
 	tests := map[string]struct {
-		starts []time.Time
-		ok     bool
+		spans []Span
+		ok    bool
 	}{
-		"as early as allowed":        {starts: gcra(1000), ok: true},
-		"one start more in a window": {starts: append(gcra(1000), ms(2500)), ok: false},
-		"250 per second":             {starts: spaced(1000, 4), ok: false},
-		"200 per second, no burst":   {starts: spaced(1000, 5), ok: true},
-		"a second burst after 50 ms": {starts: append(gcra(30), repeat(ms(100), 20)...), ok: false},
-		"a burst refilled after 1 s": {starts: append(gcra(30), repeat(ms(1250), 20)...), ok: true},
+		"as early as allowed":        {spans: points(gcra(1000)), ok: true},
+		"one start more in a window": {spans: points(append(gcra(1000), ms(2500))), ok: false},
+		"250 per second":             {spans: points(spaced(1000, 4)), ok: false},
+		"200 per second, no burst":   {spans: points(spaced(1000, 5)), ok: true},
+		"a second burst after 50 ms": {spans: points(append(gcra(30), repeat(ms(100), 20)...)), ok: false},
+		"a burst refilled after 1 s": {spans: points(append(gcra(30), repeat(ms(1250), 20)...)), ok: true},
+		// The burst's handlers started 4 ms late, the next one on time: with
+		// what is known of the admissions (the claims were sent at 0, 5, 10
+		// ...) the window holds no more than allowed.
+		"a late burst, seen at the handlers": {spans: points(append(repeat(ms(4), 20), spaced(5, 5)[1:]...)), ok: false},
+		"a late burst, admitted at 0": {spans: append(spansOf(repeat(ms(0), 20), repeat(ms(4), 20)),
+			spansOf(spaced(5, 5)[1:], spaced(5, 5)[1:])...), ok: true},
+		"a second burst, admitted up to 2 ms before": {spans: append(points(gcra(30)),
+			spansOf(repeat(ms(98), 20), repeat(ms(100), 20))...), ok: false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			sortTimes(tc.starts)
-			r := CheckRate(tc.starts, lim)
+			r := CheckRate(tc.spans, lim)
 			if r.OK() != tc.ok {
 				t.Errorf("OK() = %v, want %v: %s", r.OK(), tc.ok, r)
 			}
 		})
 	}
+}
+
+// CheckRate's tree finds what a check of every pair of spans finds.
+func TestCheckRateAgainstPairs(t *testing.T) {
+	lim := Rate{Limit: 200, Period: time.Second, Burst: 20}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 200 {
+		var spans []Span
+		for range n%40 + 1 {
+			from := ms(float64(rng.IntN(200)))
+			spans = append(spans, Span{From: from, To: from.Add(time.Duration(rng.IntN(10)) * time.Millisecond)})
+		}
+		var want int64 = math.MinInt64
+		for _, x := range spans {
+			for _, y := range spans {
+				if y.To.Before(x.From) {
+					continue
+				}
+				count := int64(0)
+				for _, s := range spans {
+					if !s.From.Before(x.From) && !s.To.After(y.To) {
+						count++
+					}
+				}
+				want = max(want, count*int64(time.Second)-int64(y.To.Sub(x.From))*lim.Limit-lim.Burst*int64(time.Second))
+			}
+		}
+		if got := CheckRate(spans, lim); got.Excess != float64(want)/float64(time.Second) {
+			t.Fatalf("spans %v: excess %v, want %v", spans, got.Excess, float64(want)/float64(time.Second))
+		}
+	}
+}
+
+func points(ts []time.Time) []Span { return spansOf(ts, ts) }
+
+func spansOf(from, to []time.Time) []Span {
+	out := make([]Span, len(from))
+	for i := range out {
+		out[i] = Span{From: from[i], To: to[i]}
+	}
+	return out
 }
 
 func spaced(n int, everyMs float64) []time.Time {
@@ -75,14 +125,6 @@ func repeat(at time.Time, n int) []time.Time {
 		out[i] = at
 	}
 	return out
-}
-
-func sortTimes(ts []time.Time) {
-	for i := 1; i < len(ts); i++ {
-		for j := i; j > 0 && ts[j].Before(ts[j-1]); j-- {
-			ts[j], ts[j-1] = ts[j-1], ts[j]
-		}
-	}
 }
 
 func TestCountIn(t *testing.T) {
