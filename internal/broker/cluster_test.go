@@ -104,3 +104,76 @@ func TestScriptsOnCluster(t *testing.T) {
 		t.Fatalf("queues all on one master; the test would not exercise the cluster")
 	}
 }
+
+// The flow control scripts run unchanged on Redis Cluster too: every key
+// they build is under the queue's hash tag.
+func TestFlowScriptsOnCluster(t *testing.T) {
+	cc := redistest.StartCluster(t, 3)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	b := New(cc, WithClock(clk))
+	fc := &FlowControl{Rate: &FlowRate{Limit: 100, Period: time.Second, Burst: 10}, MaxConcurrency: 10,
+		PerKey: KeyLimits{Concurrency: 1}, Overrides: map[string]KeyOverride{"gold": {Weight: 3}}}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		q := QueueRef{Namespace: "ns", Name: name}
+		cfg := DefaultQueueConfig()
+		cfg.Flow = fc
+		if err := b.EnsureQueue(ctx, q, cfg); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, k := range []string{"gold", "gold", "x", "y"} {
+			r, err := b.Submit(ctx, q, SubmitRequest{Type: "t", FlowKey: k, Priority: 5})
+			if err != nil {
+				t.Fatalf("%s submit: %v", name, err)
+			}
+			ids = append(ids, r.Task.ID)
+		}
+		ss, err := b.ReadStart(ctx, q, "c", "c", 10, 0)
+		if err != nil || len(ss) != 3 {
+			t.Fatalf("%s read-start: %d %v", name, len(ss), err)
+		}
+		if ti, err := b.GetTask(ctx, q, ids[1]); err != nil || ti.WaitReason != "key gold at concurrency 1/1" {
+			t.Fatalf("%s wait reason: %+v %v", name, ti.WaitReason, err)
+		}
+		m, err := b.QueueMetrics(ctx, q)
+		if err != nil || m.Flow.Held != 3 || m.Flow.Throttled != 1 {
+			t.Fatalf("%s metrics: %+v %v", name, m.Flow, err)
+		}
+		if ks, err := b.FlowKeys(ctx, q, 10); err != nil || len(ks) != 3 {
+			t.Fatalf("%s flow keys: %+v %v", name, ks, err)
+		}
+		xs := make([]Execution, len(ss))
+		for i, s := range ss {
+			xs[i] = Execution{Delivery: s.Delivery, WorkerID: "c", Attempt: s.Task.Attempt}
+		}
+		if st, err := b.Complete(ctx, q, xs[0], Outcome{Err: "x", Retryable: true}); err != nil || st != StateRetrying {
+			t.Fatalf("%s complete: %s %v", name, st, err)
+		}
+		if st, err := b.Release(ctx, q, "c", xs[1], false); err != nil || st != StateQueued {
+			t.Fatalf("%s release: %s %v", name, st, err)
+		}
+		clk.Step(time.Minute)
+		if n, _, err := b.PromoteDue(ctx, q, 10); err != nil || n != 1 {
+			t.Fatalf("%s promote: %d %v", name, n, err)
+		}
+		if _, err := b.Cancel(ctx, q, ids[1]); err != nil {
+			t.Fatalf("%s cancel: %v", name, err)
+		}
+		if n, err := b.PurgeQueue(ctx, q); err != nil || n != 2 {
+			t.Fatalf("%s purge: %d %v", name, n, err)
+		}
+		if n, err := b.ReconcileFlowSlots(ctx, q); err != nil || n != 0 {
+			t.Fatalf("%s reconcile: %d %v", name, n, err)
+		}
+		if _, err := b.ReadStart(ctx, q, "c", "c", 1, 5*time.Millisecond); err != nil {
+			t.Fatalf("%s blocking read-start: %v", name, err)
+		}
+		cfg.Flow = nil
+		if err := b.EnsureQueue(ctx, q, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Complete(ctx, q, xs[2], Outcome{}); err != nil {
+			t.Fatalf("%s complete after disabling: %v", name, err)
+		}
+	}
+}

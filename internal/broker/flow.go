@@ -98,6 +98,11 @@ type FlowMetrics struct {
 	ParkedKeys int64         // keys at their concurrency cap or over their rate
 	LimitedBy  []FlowLimit   // the limits holding work back now, most binding first
 	MeanExec   time.Duration // mean execution time of completed attempts; 0: unknown
+	// ExecCount and ExecTotal are the completed attempts and their summed
+	// execution time since the queue began (MeanExec = ExecTotal/ExecCount):
+	// two reads give the mean of the attempts between them.
+	ExecCount int64
+	ExecTotal time.Duration
 }
 
 // KeyFlow is one flow key's state (Broker.FlowKeys).
@@ -304,4 +309,74 @@ func (b *Broker) waitWake(ctx context.Context, q QueueRef, d time.Duration) erro
 		}
 	}
 	return fmt.Errorf("broker: wait for %s: %w", q, err)
+}
+
+// FlowKeys returns up to top keys of a flow-controlled queue, busiest first
+// (held slots, then backlog); none for a queue without flow control. It
+// looks at the keys with held slots, the parked keys and up to
+// flowScanKeys keys with queued tasks per band.
+func (b *Broker) FlowKeys(ctx context.Context, q QueueRef, top int) ([]KeyFlow, error) {
+	k := keysFor(q)
+	v, err := flowKeysScript.Run(ctx, b.rdb, []string{k.flow()}, k.prefix).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("broker: flow keys of %s: %w", q, err)
+	}
+	out := make([]KeyFlow, 0, len(v))
+	for _, x := range v {
+		f := replyStrings(x)
+		if len(f) != 7 {
+			return nil, fmt.Errorf("broker: flow keys of %s: unexpected reply %v", q, x)
+		}
+		n := func(s string) int64 { v, _ := strconv.ParseInt(s, 10, 64); return v }
+		k := KeyFlow{Key: f[0], Queued: n(f[1]), Held: n(f[2]), Concurrency: n(f[3]), Weight: n(f[4])}
+		switch f[5] {
+		case "c":
+			k.Parked = LimitKeyConcurrency
+		case "r":
+			k.Parked = LimitKeyRate
+			if us, err := strconv.ParseFloat(f[6], 64); err == nil {
+				k.EligibleAt = time.UnixMicro(int64(us)).UTC()
+			}
+		}
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b KeyFlow) int {
+		if a.Held != b.Held {
+			return int(b.Held - a.Held)
+		}
+		if a.Queued != b.Queued {
+			return int(b.Queued - a.Queued)
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	if top > 0 && len(out) > top {
+		out = out[:top]
+	}
+	return out, nil
+}
+
+// ReconcileFlowSlots checks a flow-controlled queue's concurrency slots
+// against its tasks and repairs them: a slot whose task is not Running is
+// given back (a parked key below its cap returns, and waiting workers wake),
+// and the per-key counts are rebuilt from the slots. It returns how many
+// slots it gave back. On a queue that never had flow control it does
+// nothing.
+func (b *Broker) ReconcileFlowSlots(ctx context.Context, q QueueRef) (released int, err error) {
+	k := keysFor(q)
+	v, err := flowReconcileScript.Run(ctx, b.rdb, []string{k.flow()}, k.prefix).Int64Slice()
+	if err != nil {
+		return 0, fmt.Errorf("broker: reconcile flow slots of %s: %w", q, err)
+	}
+	return int(v[0]), nil
+}
+
+// waitReason is TaskInfo.WaitReason of t, a Queued task in a key list
+// (flowWaitScript).
+func (b *Broker) waitReason(ctx context.Context, q QueueRef, t TaskInfo) (string, error) {
+	k := keysFor(q)
+	r, err := flowWaitScript.Run(ctx, b.rdb, []string{k.paused()}, k.prefix, t.ID, t.Priority, t.FlowKey, b.rateNow()).Text()
+	if err != nil {
+		return "", fmt.Errorf("broker: wait reason of %s: %w", t.ID, err)
+	}
+	return r, nil
 }

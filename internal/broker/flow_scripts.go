@@ -16,6 +16,8 @@ limitations under the License.
 
 package broker
 
+import "strconv"
+
 // Flow control's Lua (docs/flow-control-engine.md has the layout and the
 // algorithm in prose). A flow-controlled queue keeps its queued tasks in one
 // list per (band, key), fc:q:<band>:<key>, instead of the band streams; the
@@ -119,19 +121,53 @@ local function fc_ready(F, b, key, head)
   return redis.call("ZADD", k_fready(b), "NX", fnum(score), key) == 1
 end
 
+-- NEWLY holds, per band, the keys whose lists this call made non-empty,
+-- with their first task's time: fc_flush_ready makes them ready.
+local NEWLY, NEWLY_F = {}, nil
+
 -- fc_enqueue appends task id, runnable since at (Unix ms), to key's list in
 -- band b. A list that was empty makes the key ready in b (or, while the key
--- is parked, adds b to the bands it returns to), and a key that became ready
--- is owed one wake token: a waiting worker may now admit it.
+-- is parked, adds b to the bands it returns to): fc_flush_ready does it for
+-- all such keys of a call at once.
 local function fc_enqueue(F, b, key, id, at)
   FQ_ADDED = FQ_ADDED + 1
   if redis.call("RPUSH", k_flist(b, key), id) > 1 then return end
-  local p = parked(key)
-  if p then
-    park_band(key, p, b)
-  elseif fc_ready(F, b, key, tonumber(at)) then
-    WAKE = 1
+  NEWLY_F = F
+  b = tonumber(b)
+  NEWLY[b] = NEWLY[b] or {keys = {}, at = {}}
+  local n = NEWLY[b]
+  n.keys[#n.keys + 1] = key
+  n.at[#n.keys] = tonumber(at) or 0
+end
+
+-- fc_flush_ready makes the keys fc_enqueue saw become non-empty ready, per
+-- band in one ZADD NX (a parked key instead gets the band added to the ones
+-- it returns to), scored as fc_ready does; a key that became ready is owed
+-- one wake token: a waiting worker may now admit it.
+local function fc_flush_ready()
+  local F = NEWLY_F
+  if not F then return end
+  for b, n in pairs(NEWLY) do
+    local want = {}
+    for _, key in ipairs(n.keys) do if PARK[key] == nil then want[#want + 1] = key end end
+    if #want > 0 then
+      local p = redis.call("HMGET", K_FPARK, unpack(want))
+      for i, key in ipairs(want) do PARK[key] = p[i] or false end
+    end
+    local fin = (not F.fifo) and redis.call("ZMSCORE", k_ffin(b), unpack(n.keys))
+    local z = {}
+    for i, key in ipairs(n.keys) do
+      if PARK[key] then
+        park_band(key, PARK[key], b)
+      else
+        local score = F.fifo and n.at[i] or math.max(tonumber(fin[i]) or 0, vtime(b))
+        z[#z + 1] = fnum(score)
+        z[#z + 1] = key
+      end
+    end
+    if #z > 0 and redis.call("ZADD", k_fready(b), "NX", unpack(z)) > 0 then WAKE = 1 end
   end
+  NEWLY, NEWLY_F = {}, nil
 end
 
 -- fc_wake adds n wake tokens (at most 8: a worker that wakes and still
@@ -143,8 +179,10 @@ local function fc_wake(n)
   end
 end
 
--- fc_flush_enqueue writes what fc_enqueue left: the list count, the wake.
+-- fc_flush_enqueue writes what fc_enqueue left: the keys made ready, the
+-- list count, the wake.
 local function fc_flush_enqueue()
+  fc_flush_ready()
   if FQ_ADDED ~= 0 then redis.call("HINCRBY", K_FS, "n", FQ_ADDED) end
   if WAKE > 0 then fc_wake(WAKE) end
   FQ_ADDED, WAKE = 0, 0
@@ -177,6 +215,57 @@ local function flow_cfg()
   return FLOW_CFG
 end
 
+-- cached reads a hash's field per key once per call: get(key) reads one
+-- (HGET), prefetch(keys) those not read yet in one HMGET, set(key, v) changes
+-- one, and flush() writes the changes in one HSET (and one HDEL for the
+-- values drop says to delete). The claim and the releases of a call work on
+-- the counts and arrival times this way: one read and one write per call,
+-- not per task.
+local CACHES = {}
+local function cached(hash, parse, drop, format)
+  local c = {v = {}, dirty = {}}
+  function c.get(key)
+    local v = c.v[key]
+    if v == nil then
+      v = parse(redis.call("HGET", hash, key))
+      c.v[key] = v
+    end
+    return v
+  end
+  function c.prefetch(keys)
+    local want = {}
+    for _, k in ipairs(keys) do if c.v[k] == nil then want[#want + 1] = k end end
+    if #want == 0 then return end
+    local r = redis.call("HMGET", hash, unpack(want))
+    for i, k in ipairs(want) do c.v[k] = parse(r[i]) end
+  end
+  function c.set(key, v)
+    c.v[key] = v
+    c.dirty[key] = true
+  end
+  function c.flush()
+    local set, del = {}, {}
+    for k in pairs(c.dirty) do
+      if drop(c.v[k]) then del[#del + 1] = k else set[#set + 1] = k; set[#set + 1] = format(c.v[k]) end
+    end
+    if #set > 0 then redis.call("HSET", hash, unpack(set)) end
+    if #del > 0 then redis.call("HDEL", hash, unpack(del)) end
+    c.dirty = {}
+  end
+  CACHES[#CACHES + 1] = c
+  return c
+end
+local function num0(x) return tonumber(x) or 0 end
+local function never() return false end
+local function nonpositive(n) return n <= 0 end
+local function int_text(n) return string.format("%d", n) end
+
+-- HC is fc:hc (key -> slots held), KTAT fc:tat (key -> its rate's
+-- theoretical arrival time), OV fc:o (key -> its override text).
+local HC = cached(K_FHC, num0, nonpositive, int_text)
+local KTAT = cached(K_FTAT, num0, never, fnum)
+local OV = cached(K_FO, function(x) return x or false end, never, tostring)
+
 -- key_limits returns key's weight and limits: the queue's per-key limits,
 -- replaced field by field by the key's override (fc:o: "weight cap limit
 -- period_us burst", 0 for a field it does not set).
@@ -186,7 +275,7 @@ local function key_limits(F, key)
   if l then return l end
   l = {w = 1, cap = F.kc, rl = F.krl, rp = F.krp, rb = F.krb}
   if F.ov then
-    local o = redis.call("HGET", K_FO, key)
+    local o = OV.get(key)
     local w, c, rl, rp, rb = string.match(o or "", "^(%d+) (%d+) (%d+) (%d+) (%d+)$")
     if w then
       if tonumber(w) > 0 then l.w = tonumber(w) end
@@ -214,17 +303,6 @@ local function gcra_take(tat, now, limit, period, k)
   return math.max(tat, now) + k * period / limit
 end
 
--- HC holds the slots each key's tasks hold (fc:hc) as read or changed by
--- this call.
-local HC = {}
-local function held_of(key)
-  local n = HC[key]
-  if not n then
-    n = tonumber(redis.call("HGET", K_FHC, key)) or 0
-    HC[key] = n
-  end
-  return n
-end
 
 -- fc_park records that key left band b's ready set for reason ("c" at its
 -- cap: a freed slot brings it back; "r" over its rate: fc:timed brings it
@@ -273,11 +351,11 @@ local function fc_release(ids)
   end
   if #held == 0 then return end
   redis.call("HDEL", K_FHELD, unpack(held))
+  HC.prefetch(order)
   for _, key in ipairs(order) do
-    local n = redis.call("HINCRBY", K_FHC, key, -per[key])
-    if n <= 0 then redis.call("HDEL", K_FHC, key) end
-    HC[key] = math.max(n, 0)
-    REL[#REL + 1] = {key, math.max(n, 0), per[key]}
+    local n = math.max(HC.get(key) - per[key], 0)
+    HC.set(key, n)
+    REL[#REL + 1] = {key, n, per[key]}
   end
   REL_N = REL_N + #held
 end
@@ -322,10 +400,7 @@ local function fc_charge(key)
     redis.call("HSET", K_FS, "tat", fnum(gcra_take(tat, now, F.rl, F.rp, 1)))
   end
   local l = key_limits(F, key)
-  if l.rl > 0 then
-    local tat = tonumber(redis.call("HGET", K_FTAT, key)) or 0
-    redis.call("HSET", K_FTAT, key, fnum(gcra_take(tat, now, l.rl, l.rp, 1)))
-  end
+  if l.rl > 0 then KTAT.set(key, gcra_take(KTAT.get(key), now, l.rl, l.rp, 1)) end
 end
 
 -- fc_route queues task id (hash tk, band b, flow key key) again, runnable
@@ -362,6 +437,7 @@ end
 -- and costs nothing when the call did no flow work.
 local function fc_flush()
   if REL_N > 0 then fc_after_release() end
+  for _, c in ipairs(CACHES) do c.flush() end
   fc_flush_enqueue()
 end
 `
@@ -396,6 +472,7 @@ local function fc_migrate(F, consumer)
     if #es >= 256 then full[b] = true end
   end
   if next(full) == nil then redis.call("DEL", K_FMIG) end
+  fc_flush_ready()
   return full
 end
 
@@ -423,6 +500,11 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
       for i = 1, #win, 2 do keys[#keys + 1] = win[i]; score[win[i]] = tonumber(win[i + 1]) end
       local bound = #keys == m and score[keys[#keys]] or math.huge
       local gone, tags, moved = {}, {}, {}
+      if #keys > 0 then
+        HC.prefetch(keys)
+        if F.ov then OV.prefetch(keys) end
+        if F.krl > 0 or F.ov then KTAT.prefetch(keys) end
+      end
       while allowed > 0 and budget > 0 do
         budget = budget - 1
         local key, S = nil, math.huge
@@ -432,12 +514,9 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
         end
         if not key or S > bound then break end
         local lim = key_limits(F, key)
-        local hk = held_of(key)
-        local ktat, room, at = nil, 1, nil
-        if lim.rl > 0 then
-          ktat = tonumber(redis.call("HGET", K_FTAT, key)) or 0
-          room, at = gcra_room(ktat, fnow, lim.rl, lim.rp, lim.rb)
-        end
+        local hk = HC.get(key)
+        local room, at = 1, nil
+        if lim.rl > 0 then room, at = gcra_room(KTAT.get(key), fnow, lim.rl, lim.rp, lim.rb) end
         if lim.cap > 0 and hk >= lim.cap then
           fc_park(key, b, "c")
           gone[#gone + 1], tags[key], score[key] = key, S, nil
@@ -465,8 +544,8 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
             else
               picks[#picks + 1] = {b, id, h, key}
               allowed = allowed - 1
-              HC[key] = hk + 1
-              if lim.rl > 0 then redis.call("HSET", K_FTAT, key, fnum(gcra_take(ktat, fnow, lim.rl, lim.rp, 1))) end
+              HC.set(key, hk + 1)
+              if lim.rl > 0 then KTAT.set(key, gcra_take(KTAT.get(key), fnow, lim.rl, lim.rp, 1)) end
               if F.fifo then
                 local t = head_time(b, key)
                 if t then score[key] = t else gone[#gone + 1], score[key] = key, nil end
@@ -495,8 +574,17 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
       local z = {}
       for k in pairs(moved) do if score[k] then z[#z + 1] = fnum(score[k]); z[#z + 1] = k end end
       if #z > 0 then redis.call("ZADD", rk, "XX", unpack(z)) end
-      for _, k in ipairs(keys) do if score[k] then more = true end end
-      more = more or bound < math.huge
+      if allowed <= 0 then
+        -- Filled: is admissible work left? A key left in the window may
+        -- have emptied unnoticed (an emptied key leaves only when popped
+        -- again), so up to three of them are looked at.
+        local left = {}
+        for _, k in ipairs(keys) do if score[k] then left[#left + 1] = k end end
+        table.sort(left, function(x, y) return score[x] < score[y] end)
+        for i = 1, math.min(3, #left) do
+          if redis.call("LLEN", k_flist(b, left[i])) > 0 then more = true; break end
+        end
+      end
     end
   end
   return picks, keyWhy, more
@@ -545,7 +633,7 @@ local function fc_deliver(F, picks, consumer, worker, now, nowtxt)
       held[#held + 1] = id
       held[#held + 1] = key
     else
-      HC[key] = HC[key] - 1
+      HC.set(key, HC.get(key) - 1)
     end
     out[#out + 1] = {b, msgid, id, h.attempt, r}
   end
@@ -615,13 +703,6 @@ local function fc_claim(flowtxt, mig, consumer, count, worker, now, nowtxt)
   end
   if #held > 0 then
     redis.call("HSET", K_FHELD, unpack(held))
-    local per, order = {}, {}
-    for i = 2, #held, 2 do
-      local k = held[i]
-      if not per[k] then order[#order + 1] = k end
-      per[k] = (per[k] or 0) + 1
-    end
-    for _, k in ipairs(order) do redis.call("HINCRBY", K_FHC, k, per[k]) end
     if F.rl > 0 then redis.call("HSET", K_FS, "tat", fnum(gcra_take(qtat, fnow, F.rl, F.rp, #held / 2))) end
   end
   local v = {}
@@ -715,4 +796,238 @@ if was and was.fifo ~= F.fifo then
 end
 unpark_all(F)
 return "changed"
+`)
+
+// flowScanKeys is how many keys per band the read-only flow scripts
+// (metrics, FlowKeys) look at; a queue with more keys in a band has its
+// metrics estimated from them.
+const flowScanKeys = 1000
+
+// luaFlowScan is scan_keys for the read-only flow scripts.
+var luaFlowScan = `
+-- scan_keys returns the keys with queued tasks, as {key -> {ready = tasks in
+-- bands where it is ready, parked = tasks in bands it left, bands = {band ->
+-- tasks}}}, reading up to ` + strconv.Itoa(flowScanKeys) + ` ready keys per band and
+-- every parked key, one LLEN per (band, key); and the tasks per band.
+local function scan_keys()
+  local keys, bandq = {}, {}
+  local function add(key, b, ready)
+    local q = redis.call("LLEN", k_flist(b, key))
+    local k = keys[key]
+    if not k then
+      k = {ready = 0, parked = 0, bands = {}}
+      keys[key] = k
+    end
+    if ready then k.ready = k.ready + q else k.parked = k.parked + q end
+    k.bands[b] = q
+    bandq[b + 1] = bandq[b + 1] + q
+  end
+  local park = redis.call("HGETALL", K_FPARK)
+  for i = 1, #park, 2 do PARK[park[i]] = park[i + 1] end
+  for b = 0, 9 do
+    bandq[b + 1] = 0
+    for _, key in ipairs(redis.call("ZRANGE", k_fready(b), 0, SCAN_KEYS - 1)) do
+      PARK[key] = PARK[key] or false
+      add(key, b, true)
+    end
+  end
+  for i = 1, #park, 2 do
+    for b in string.gmatch(string.sub(park[i + 1], 2), "%d") do add(park[i], tonumber(b), false) end
+  end
+  return keys, bandq, park
+end
+`
+
+// flowMetricsScript reads a flow-controlled queue's share of QueueMetrics
+// (read only; its rate clock is TIME): tasks in key lists, held slots, the
+// tasks the limits admit now (each ready key's queued tasks up to its free
+// slots and its rate's room), the keys, the limits holding work back (most
+// tasks held back first) and the queued tasks per band. Keys beyond
+// flowScanKeys per band are estimated as the scanned ones.
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:flow (routes the call to the queue's slot)
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> rate clock, Unix us ("": TIME; tests only)
+//
+// Returns {} without flow control, else {tasks in lists, held, admissible,
+// active keys, parked keys, {limit...}, {tasks per band p0..p9}}.
+var flowMetricsScript = script(`
+FLOW_CLOCK = ARGV[2]
+local SCAN_KEYS = ` + strconv.Itoa(flowScanKeys) + `
+` + luaFlowScan + `
+local F = flow_parse(redis.call("GET", K_FLOW))
+if not F then return {} end
+local fnow = flow_now()
+local n = tonumber(redis.call("HGET", K_FS, "n")) or 0
+local held = redis.call("HLEN", K_FHELD)
+local keys, bandq, park = scan_keys()
+local admissible, counted, active, capBack, rateBack = 0, 0, 0, 0, 0
+for key, k in pairs(keys) do
+  if k.ready + k.parked > 0 then active = active + 1 end
+  counted = counted + k.ready + k.parked
+  local l = key_limits(F, key)
+  local adm = k.ready
+  if l.cap > 0 then adm = math.min(adm, math.max(0, l.cap - HC.get(key))) end
+  capBack = capBack + k.ready - adm
+  if l.rl > 0 and adm > 0 then
+    local room = gcra_room(KTAT.get(key), fnow, l.rl, l.rp, l.rb)
+    rateBack = rateBack + adm - math.min(adm, room)
+    adm = math.min(adm, room)
+  end
+  local p = parked(key)
+  if p and string.sub(p, 1, 1) == "c" then capBack = capBack + k.parked else rateBack = rateBack + k.parked end
+  admissible = admissible + adm
+end
+if counted > 0 and counted < n then
+  -- More keys than were scanned: the rest is taken to be like the scanned.
+  admissible = math.floor(admissible * n / counted)
+  capBack, rateBack = math.floor(capBack * n / counted), math.floor(rateBack * n / counted)
+  local top = 1
+  for b = 2, 10 do if bandq[b] > bandq[top] then top = b end end
+  bandq[top] = bandq[top] + n - counted
+end
+local limits = {}
+if F.maxc > 0 and F.maxc - held < admissible then limits[#limits + 1] = {"MaxConcurrency", admissible - math.max(0, F.maxc - held)} end
+if F.rl > 0 and n > 0 then
+  local room = gcra_room(tonumber(redis.call("HGET", K_FS, "tat")) or 0, fnow, F.rl, F.rp, F.rb)
+  if room < admissible then limits[#limits + 1] = {"RateLimit", admissible - room} end
+end
+if capBack > 0 then limits[#limits + 1] = {"KeyConcurrency", capBack} end
+if rateBack > 0 then limits[#limits + 1] = {"KeyRateLimit", rateBack} end
+table.sort(limits, function(a, b) return a[2] > b[2] end)
+local names = {}
+for i, l in ipairs(limits) do names[i] = l[1] end
+return {n, held, admissible, active, #park / 2, names, bandq}
+`)
+
+// flowKeysScript lists a flow-controlled queue's keys (read only): those
+// with queued tasks (up to flowScanKeys per band) or held slots, each with
+// its tasks, slots, cap, weight, parking and when a rate-parked key may
+// start again (us).
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:flow (routes the call to the queue's slot)
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+//
+// Returns {} without flow control, else {{key, queued, held, cap, weight,
+// parked reason ("c", "r" or ""), eligible us or ""}...}.
+var flowKeysScript = script(`
+local SCAN_KEYS = ` + strconv.Itoa(flowScanKeys) + `
+` + luaFlowScan + `
+local F = flow_parse(redis.call("GET", K_FLOW))
+if not F then return {} end
+local keys = scan_keys()
+local hc = redis.call("HGETALL", K_FHC)
+for i = 1, #hc, 2 do
+  HC.v[hc[i]] = tonumber(hc[i + 1])
+  keys[hc[i]] = keys[hc[i]] or {ready = 0, parked = 0}
+end
+local out = {}
+for key, k in pairs(keys) do
+  local l = key_limits(F, key)
+  local p = parked(key)
+  local reason, at = p and string.sub(p, 1, 1) or "", ""
+  if reason == "r" then at = redis.call("ZSCORE", K_FTIMED, key) or "" end
+  out[#out + 1] = {key, k.ready + k.parked, HC.get(key), l.cap, l.w, reason, at}
+end
+return out
+`)
+
+// flowWaitScript says why a queued task of a flow-controlled queue waits
+// (GetTask's TaskInfo.WaitReason; read only).
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:paused
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+// ARGV[2]        -> task id
+// ARGV[3]        -> its band
+// ARGV[4]        -> its flow key
+// ARGV[5]        -> rate clock, Unix us ("": TIME; tests only)
+//
+// Returns the reason ("" when the queue has no flow control).
+var flowWaitScript = script(`
+FLOW_CLOCK = ARGV[5]
+local id, b, key = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local F = flow_parse(redis.call("GET", K_FLOW))
+if not F or F.off then return "" end
+if redis.call("EXISTS", KEYS[1]) == 1 then return "queue paused" end
+local function period(us)
+  if us % 1000000 == 0 then return (us / 1000000) .. "s" end
+  if us % 1000 == 0 then return (us / 1000) .. "ms" end
+  return us .. "us"
+end
+local name = key == "" and '""' or key
+local fnow = flow_now()
+local held = redis.call("HLEN", K_FHELD)
+if F.maxc > 0 and held >= F.maxc then return string.format("queue at concurrency %d/%d", held, F.maxc) end
+if F.rl > 0 then
+  local room, at = gcra_room(tonumber(redis.call("HGET", K_FS, "tat")) or 0, fnow, F.rl, F.rp, F.rb)
+  if room == 0 then
+    return string.format("queue at rate limit %d/%s (next start in %dms)", F.rl, period(F.rp), math.ceil((at - fnow) / 1000))
+  end
+end
+local l = key_limits(F, key)
+local hk = HC.get(key)
+if l.cap > 0 and hk >= l.cap then return string.format("key %s at concurrency %d/%d", name, hk, l.cap) end
+if l.rl > 0 then
+  local room, at = gcra_room(KTAT.get(key), fnow, l.rl, l.rp, l.rb)
+  if room == 0 then
+    return string.format("key %s at rate limit %d/%s (next start in %dms)", name, l.rl, period(l.rp), math.ceil((at - fnow) / 1000))
+  end
+end
+local pos = redis.call("LPOS", k_flist(b, key), id)
+if pos and pos > 0 then return string.format("behind %d tasks of key %s", pos, name) end
+return string.format("next of key %s, waiting for its turn among the keys and a free worker", name)
+`)
+
+// flowReconcileScript checks a flow-controlled queue's slots against its
+// tasks (ReconcileFlowSlots): a slot whose task is not Running is given back
+// (fc_release, which also returns parked keys and wakes workers), the
+// per-key counts are rebuilt from the slots, and a key parked at its cap
+// that is below it returns to its bands.
+//
+// KEYS[1]        -> dtq:{<ns>/<q>}:flow (routes the call to the queue's slot)
+//
+// ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
+//
+// Returns {slots given back, per-key counts corrected}.
+var flowReconcileScript = script(`
+local held = redis.call("HGETALL", K_FHELD)
+local gone, per = {}, {}
+for i = 1, #held, 2 do
+  local id, key = held[i], held[i + 1]
+  if redis.call("HGET", k_task(id), "state") ~= "Running" then
+    gone[#gone + 1] = id
+  else
+    per[key] = (per[key] or 0) + 1
+  end
+end
+local hc = redis.call("HGETALL", K_FHC)
+for i = 1, #hc, 2 do HC.v[hc[i]] = tonumber(hc[i + 1]) end
+fc_release(gone)
+local fixed = 0
+for i = 1, #hc, 2 do
+  local key = hc[i]
+  if HC.get(key) ~= (per[key] or 0) then
+    fixed = fixed + 1
+    HC.set(key, per[key] or 0)
+  end
+  per[key] = nil
+end
+for key, n in pairs(per) do
+  fixed = fixed + 1
+  HC.set(key, n)
+end
+local F = flow_cfg()
+if F then
+  local park = redis.call("HGETALL", K_FPARK)
+  for i = 1, #park, 2 do
+    local cap = key_limits(F, park[i]).cap
+    if string.sub(park[i + 1], 1, 1) == "c" and (cap == 0 or HC.get(park[i]) < cap) then
+      if fc_unpark(F, park[i]) then WAKE = WAKE + 1 end
+    end
+  end
+end
+return {#gone, fixed}
 `)

@@ -17,7 +17,9 @@ limitations under the License.
 package broker
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -441,5 +443,282 @@ func TestFlowSlotGivenBackOnEveryExit(t *testing.T) {
 				t.Fatalf("the task queued again (%s): claimed %v, held %v %v", st, xs, e.held(), e.heldCounts())
 			}
 		})
+	}
+}
+
+// Lowering a cap stops new admissions and never interrupts running tasks:
+// they complete as usual, and admissions resume below the new cap.
+func TestFlowLoweringACapKeepsRunningTasks(t *testing.T) {
+	fc := FlowControl{PerKey: KeyLimits{Concurrency: 3}}
+	e := newFlowEnv(t, fc)
+	e.keyed("a", 10)
+	xs := e.claim("w", 10)
+	if len(xs) != 3 {
+		t.Fatalf("claimed %d, want 3", len(xs))
+	}
+	fc.PerKey.Concurrency = 1
+	e.setFlow(&fc)
+	if got := e.claim("w", 10); len(got) != 0 {
+		t.Fatalf("claimed %d with 3 running and the cap lowered to 1", len(got))
+	}
+	for i, x := range xs[:2] {
+		if st := e.complete(x, Outcome{}); st != StateSucceeded {
+			t.Fatalf("running task %d after the cap was lowered ended %s", i, st)
+		}
+		if got := e.claim("w", 10); len(got) != 0 {
+			t.Fatalf("claimed %d with %d running, cap 1", len(got), 2-i)
+		}
+	}
+	e.complete(xs[2], Outcome{})
+	if got := e.claim("w", 10); len(got) != 1 {
+		t.Fatalf("claimed %d with none running, cap 1", len(got))
+	}
+	// Raising it back lets the parked key run at once.
+	fc.PerKey.Concurrency = 4
+	e.setFlow(&fc)
+	if got := e.claim("w", 10); len(got) != 3 {
+		t.Fatalf("claimed %d after raising the cap to 4 with 1 running, want 3", len(got))
+	}
+}
+
+// Enabling flow control on a queue with a stream backlog moves the backlog
+// into the key lists, under the limits; removing it serves the lists without
+// limits, then the queue is a plain one again.
+func TestFlowEnableAndDisable(t *testing.T) {
+	e := newEnv(t)
+	for i := range 6 {
+		e.mustSubmit(SubmitRequest{FlowKey: fmt.Sprintf("k%d", i%2), Priority: 5})
+	}
+	fc := FlowControl{PerKey: KeyLimits{Concurrency: 1}}
+	e.setFlow(&fc)
+	e.b.rateClock = e.clock
+	xs := e.claim("w", 10)
+	if got := e.keysOf(xs); len(got) != 2 || countOf(got, "k0") != 1 {
+		t.Fatalf("after enabling: claimed %v, want one per key (cap 1)", got)
+	}
+	k := keysFor(e.q)
+	if n, _ := e.rdb.LLen(ctx, k.flowList(5, "k0")).Result(); n != 2 {
+		t.Fatalf("k0's list holds %d of the stream backlog, want 2", n)
+	}
+	if n, _ := e.rdb.Exists(ctx, k.flowMigrate()).Result(); n != 0 {
+		t.Fatalf("the migration marker stays after the backlog moved")
+	}
+	e.setFlow(nil)
+	e.mustSubmit(SubmitRequest{FlowKey: "k0", Priority: 5}) // to the stream again
+	var got []Execution
+	for range 3 {
+		got = append(got, e.claim("w", 10)...)
+	}
+	if len(got) != 5 {
+		t.Fatalf("after removing flow control: claimed %d, want the 4 listed and the new one", len(got))
+	}
+	if n, _ := e.rdb.Exists(ctx, k.flow()).Result(); n != 0 {
+		t.Fatalf("the flow key stays after the lists drained")
+	}
+	for _, x := range append(xs, got...) {
+		e.complete(x, Outcome{})
+	}
+	if h, hc := e.held(), e.heldCounts(); len(h) != 0 || len(hc) != 0 {
+		t.Fatalf("slots left after every task ended: %v %v", h, hc)
+	}
+}
+
+func TestFlowCancelPurgeAndListings(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 1}})
+	ids := e.keyed("a", 3)
+	ids = append(ids, e.keyed("b", 2, 8)...)
+	if _, err := e.b.Cancel(ctx, e.q, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	k := keysFor(e.q)
+	if n, _ := e.rdb.LLen(ctx, k.flowList(5, "a")).Result(); n != 2 {
+		t.Fatalf("a's list holds %d after a cancel, want 2", n)
+	}
+	run := e.claim("w", 10) // b's first (band 8), a's first
+	if len(run) != 2 {
+		t.Fatalf("claimed %d, want 2", len(run))
+	}
+	unfinished, err := e.b.unfinished(ctx, e.q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(unfinished)
+	want := []string{ids[0], ids[2], ids[3], ids[4]}
+	slices.Sort(want)
+	if !slices.Equal(unfinished, want) {
+		t.Fatalf("unfinished %v, want %v", unfinished, want)
+	}
+	n, err := e.b.PurgeQueue(ctx, e.q)
+	if err != nil || n != 2 {
+		t.Fatalf("purge cancelled %d, %v; want the 2 queued", n, err)
+	}
+	for _, id := range []string{ids[2], ids[4]} {
+		if st := e.task(id).State; st != StateCancelled {
+			t.Fatalf("purged task %s is %s", id, st)
+		}
+	}
+	m, err := e.b.QueueMetrics(ctx, e.q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Flow.Admissible+m.Flow.Throttled != 0 || m.Flow.Held != 2 {
+		t.Fatalf("after the purge: %+v", m.Flow)
+	}
+	if c, err := e.b.DeleteQueue(ctx, e.q); err != nil || c != 2 {
+		t.Fatalf("delete queue cancelled %d, %v; want the 2 running", c, err)
+	}
+}
+
+func TestFlowMetricsKeysAndWaitReasons(t *testing.T) {
+	fc := FlowControl{MaxConcurrency: 10, Rate: &FlowRate{Limit: 100, Period: time.Second, Burst: 100},
+		PerKey:    KeyLimits{Concurrency: 2},
+		Overrides: map[string]KeyOverride{"slow": {KeyLimits: KeyLimits{Rate: &FlowRate{Limit: 1, Period: time.Minute, Burst: 1}}}}}
+	e := newFlowEnv(t, fc)
+	e.keyed("tenant-a", 5)
+	e.keyed("b", 1)
+	slow := e.keyed("slow", 3)
+	xs := e.claim("w", 10) // tenant-a 2, b 1, slow 1
+	if len(xs) != 4 {
+		t.Fatalf("claimed %d, want 4", len(xs))
+	}
+	ids := e.keyed("tenant-a", 1)
+	m, err := e.b.QueueMetrics(ctx, e.q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := FlowMetrics{Enabled: true, Admissible: 0, Throttled: 6, Held: 4, ActiveKeys: 2, ParkedKeys: 2,
+		LimitedBy: []FlowLimit{LimitKeyConcurrency, LimitKeyRate}}
+	if d := cmp.Diff(want, m.Flow); d != "" {
+		t.Errorf("flow metrics (-want +got):\n%s", d)
+	}
+	if m.Queued[5] != 6 {
+		t.Errorf("queued in band 5: %d, want the 6 in key lists", m.Queued[5])
+	}
+	if r := e.task(ids[0]).WaitReason; r != "key tenant-a at concurrency 2/2" {
+		t.Errorf("wait reason %q", r)
+	}
+	if r := e.task(slow[2]).WaitReason; !strings.HasPrefix(r, "key slow at rate limit 1/60s (next start in ") {
+		t.Errorf("wait reason %q", r)
+	}
+	keys, err := e.b.FlowKeys(ctx, e.q, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKeys := []KeyFlow{{Key: "tenant-a", Queued: 4, Held: 2, Concurrency: 2, Weight: 1, Parked: LimitKeyConcurrency},
+		{Key: "slow", Queued: 2, Held: 1, Concurrency: 2, Weight: 1, Parked: LimitKeyRate, EligibleAt: e.clock.Now().Add(time.Minute).UTC()}}
+	if d := cmp.Diff(wantKeys, keys); d != "" {
+		t.Errorf("flow keys (-want +got):\n%s", d)
+	}
+	for _, x := range xs {
+		e.clock.Step(100 * time.Millisecond)
+		e.complete(x, Outcome{})
+	}
+	m, _ = e.b.QueueMetrics(ctx, e.q)
+	if m.Flow.MeanExec != 250*time.Millisecond || m.Flow.Admissible != 2 {
+		t.Errorf("after completing: mean exec %v, admissible %d; want 250ms, tenant-a's 2", m.Flow.MeanExec, m.Flow.Admissible)
+	}
+}
+
+// ReconcileFlowSlots gives back a slot whose task is not Running (here one
+// whose hash was lost) and rebuilds the counts.
+func TestFlowReconcileSlots(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 1}})
+	e.keyed("a", 2)
+	xs := e.claim("w", 5)
+	if len(xs) != 1 {
+		t.Fatalf("claimed %d", len(xs))
+	}
+	if err := e.rdb.HSet(ctx, keysFor(e.q).task(xs[0].TaskID), "state", "Failed").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.b.ReconcileFlowSlots(ctx, e.q); err != nil || n != 1 {
+		t.Fatalf("reconcile gave back %d, %v; want 1", n, err)
+	}
+	if got := e.claim("w", 5); len(got) != 1 {
+		t.Fatalf("claimed %d after the slot came back, want a's second", len(got))
+	}
+	if n, err := e.b.ReconcileFlowSlots(ctx, e.q); err != nil || n != 0 {
+		t.Fatalf("reconcile of a sound queue gave back %d, %v", n, err)
+	}
+}
+
+// blockedClients is the number of clients blocked in Redis (INFO clients).
+func (e *env) blockedClients() int {
+	e.t.Helper()
+	info, err := e.rdb.Info(ctx, "clients").Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "blocked_clients:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	e.t.Fatal("no blocked_clients in INFO clients")
+	return 0
+}
+
+// waitBlocked waits until n clients are blocked in Redis.
+func (e *env) waitBlocked(n int) {
+	e.t.Helper()
+	for e.blockedClients() != n {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// wakeTokens returns the wake stream's length and the ID its group
+// delivered last.
+func (e *env) wakeTokens() (int64, string) {
+	e.t.Helper()
+	k := keysFor(e.q)
+	n, err := e.rdb.XLen(ctx, k.flowWake()).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	gs, err := e.rdb.XInfoGroups(ctx, k.flowWake()).Result()
+	if err != nil || len(gs) != 1 {
+		e.t.Fatalf("wake group: %v %v", gs, err)
+	}
+	return n, gs[0].LastDeliveredID
+}
+
+// Workers waiting on a limit sleep in Redis; a freed slot adds one wake
+// token, which wakes one of them: it claims the task the slot admits, the
+// other sleeps on.
+func TestFlowFreedSlotWakesOneWaiter(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 1}})
+	e.keyed("a", 2)
+	x := e.claim("w0", 1)[0]
+	type got struct {
+		ss  []Started
+		err error
+	}
+	done := make(chan got, 2)
+	for _, w := range []string{"w1", "w2"} {
+		go func() {
+			ss, err := e.b.ReadStart(ctx, e.q, w, w, 1, time.Minute)
+			done <- got{ss, err}
+		}()
+	}
+	e.waitBlocked(2)
+	before, _ := e.wakeTokens()
+	e.complete(x, Outcome{})
+	r := <-done
+	if r.err != nil || len(r.ss) != 1 || !r.ss[0].Run {
+		t.Fatalf("woken worker read %+v, %v", r.ss, r.err)
+	}
+	after, delivered := e.wakeTokens()
+	if after != before+1 {
+		t.Fatalf("the freed slot added %d wake tokens, want 1", after-before)
+	}
+	last, err := e.rdb.XRevRangeN(ctx, keysFor(e.q).flowWake(), "+", "-", 1).Result()
+	if err != nil || len(last) != 1 || last[0].ID != delivered {
+		t.Fatalf("the token %v was not the one read (%s)", last, delivered)
+	}
+	e.waitBlocked(1) // the other worker sleeps on
+	e.mustSubmit(SubmitRequest{FlowKey: "b", Priority: 5})
+	if r := <-done; r.err != nil || len(r.ss) != 1 || e.task(r.ss[0].TaskID).FlowKey != "b" {
+		t.Fatalf("a submit to a new key did not wake the other worker: %+v, %v", r.ss, r.err)
 	}
 }

@@ -100,6 +100,9 @@ func (k keys) flowMigrate() string           { return k.prefix + sufFlowMigrate 
 func (k keys) flowOverrides() string         { return k.prefix + sufFlowOverrides }
 func (k keys) flowHeld() string              { return k.prefix + sufFlowHeld }
 func (k keys) flowWake() string              { return k.prefix + sufFlowWake }
+func (k keys) flowList(band int, key string) string {
+	return k.prefix + sufFlowList + strconv.Itoa(band) + ":" + key
+}
 
 // luaKeys is the start of every script: P, the queue's prefix (ARGV[1]), the
 // builders of the keys a script derives from what it reads, and the queue

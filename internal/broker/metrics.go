@@ -34,6 +34,10 @@ const (
 	statFinished     = "finished:"
 	statRetries      = "retries"
 	statRedeliveries = "redeliveries"
+	// Flow-controlled tasks' execution times (completeBatchScript), for
+	// FlowMetrics.MeanExec.
+	statFlowExecMS = "flow_exec_ms"
+	statFlowExecN  = "flow_exec_n"
 )
 
 // QueueMetrics reads q's backlog by state and its counters in one script call
@@ -41,12 +45,12 @@ const (
 // trips). A queue that was never used reads as zeros.
 func (b *Broker) QueueMetrics(ctx context.Context, q QueueRef) (QueueMetrics, error) {
 	k := keysFor(q)
-	keys := append(k.streams(), k.schedule(), k.deadLetter(), k.paused(), k.stats())
+	keys := append(k.streams(), k.schedule(), k.deadLetter(), k.paused(), k.stats(), k.flow())
 	v, err := queueMetricsScript.Run(ctx, b.fast, keys).Slice()
 	if err != nil {
 		return QueueMetrics{}, fmt.Errorf("broker: metrics of %s: %w", q, err)
 	}
-	if len(v) != 5 {
+	if len(v) != 6 {
 		return QueueMetrics{}, fmt.Errorf("broker: metrics of %s: unexpected reply %v", q, v)
 	}
 	var m QueueMetrics
@@ -64,8 +68,50 @@ func (b *Broker) QueueMetrics(ctx context.Context, q QueueRef) (QueueMetrics, er
 		}
 	}
 	m.Scheduled, m.DeadLettered, m.Paused = num(v[1]), num(v[2]), num(v[3]) == 1
-	m.Counters = countersOf(hashMap(v[4]))
+	stats := hashMap(v[4])
+	m.Counters = countersOf(stats)
+	if num(v[5]) == 1 {
+		if err := b.flowMetrics(ctx, q, &m, stats); err != nil {
+			return QueueMetrics{}, err
+		}
+	}
 	return m, nil
+}
+
+// flowMetrics fills m.Flow of a flow-controlled queue (flowMetricsScript)
+// and adds the tasks in its key lists to m.Queued and m.Lengths by band.
+func (b *Broker) flowMetrics(ctx context.Context, q QueueRef, m *QueueMetrics, stats map[string]string) error {
+	k := keysFor(q)
+	v, err := flowMetricsScript.Run(ctx, b.fast, []string{k.flow()}, k.prefix, b.rateNow()).Slice()
+	if err != nil {
+		return fmt.Errorf("broker: flow metrics of %s: %w", q, err)
+	}
+	if len(v) == 0 { // flow control ended meanwhile
+		return nil
+	}
+	if len(v) != 7 {
+		return fmt.Errorf("broker: flow metrics of %s: unexpected reply %v", q, v)
+	}
+	f := FlowMetrics{Enabled: true, Held: num(v[1]), Admissible: num(v[2]), ActiveKeys: num(v[3]), ParkedKeys: num(v[4])}
+	f.Throttled = max(0, num(v[0])-f.Admissible)
+	for _, l := range replyStrings(v[5]) {
+		f.LimitedBy = append(f.LimitedBy, FlowLimit(l))
+	}
+	for i, n := range replyStrings(v[6]) {
+		if i < Bands {
+			c, _ := strconv.ParseInt(n, 10, 64)
+			m.Queued[i] += c
+			m.Lengths[i] += c
+		}
+	}
+	execMS, _ := strconv.ParseInt(stats[statFlowExecMS], 10, 64)
+	execN, _ := strconv.ParseInt(stats[statFlowExecN], 10, 64)
+	f.ExecCount, f.ExecTotal = execN, time.Duration(execMS)*time.Millisecond
+	if execN > 0 {
+		f.MeanExec = f.ExecTotal / time.Duration(execN)
+	}
+	m.Flow = f
+	return nil
 }
 
 // countersOf parses the stats hash.

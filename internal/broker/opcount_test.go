@@ -241,3 +241,117 @@ func check(t *testing.T, name string, budget int, got map[string]int) {
 		t.Logf("%s: %d Redis commands: %s", name, n, breakdown(got))
 	}
 }
+
+// Flow-controlled queues have budgets of their own (issue 35): a queue with
+// per-key caps that do not bind (1000), weighted fairness, and opBatch keys,
+// the benchmark's shape. The plain budgets above are unchanged by flow
+// control. First values, 2026-12-03: the whole life of a task in batches of
+// opBatch costs (123 + 146 + 204) / 32 = 14.8 commands with flow control,
+// (116 + 78 + 198) / 32 = 12.25 without.
+const (
+	// flowBudgetSubmitNewKey: one Submit whose key had no queued task: an
+	// RPUSH instead of the XADD, the list count, and the key made ready
+	// (its parking, its finish tag, the band's virtual time, ZADD NX) and a
+	// wake token; 22 without flow control.
+	flowBudgetSubmitNewKey = 29
+	// flowBudgetSubmitBatchNewKeys: opBatch Submits to opBatch keys that had
+	// no queued task: the keys are made ready per band, not per key (one
+	// HMGET, ZMSCORE and ZADD); 116 without flow control.
+	flowBudgetSubmitBatchNewKeys = 123
+	// flowBudgetSubmitBatchBusyKeys: opBatch Submits to keys with queued
+	// tasks: an RPUSH each instead of the XADD, plus the list count read and
+	// written once (the 33 EXISTS are the task index's trim, which depends on
+	// the tasks before).
+	flowBudgetSubmitBatchBusyKeys = 148
+	// flowBudgetStartOne: ReadStart admitting one task: MGET of the paused and
+	// flow keys, the timed keys, a window of each band's ready set (bands 9..5
+	// here), LPOP, HGETALL, XADD to the band stream and XREADGROUP, the start's
+	// HSET, then the slot, counts and virtual time written once, and one LLEN
+	// (a claim that filled its count wakes the next worker only when work is
+	// left); 16 without.
+	flowBudgetStartOne = 22
+	// flowBudgetStartBatch: ReadStart admitting opBatch tasks of opBatch keys:
+	// LPOP, HGETALL, XADD and HSET per task, the rest per call; 78 without.
+	flowBudgetStartBatch = 146
+	// flowBudgetCompleteOne: one Complete: the slot given back (HMGET and HDEL
+	// of fc:held, HMGET and HDEL of the key's count) and the execution time
+	// (two HINCRBY); 12 without.
+	flowBudgetCompleteOne = 18
+	// flowBudgetCompleteBatch: opBatch Completes in one script call: the same
+	// six commands per call; 198 without.
+	flowBudgetCompleteBatch = 204
+	// flowBudgetCompleteNext: one CompleteNext admitting the next task: a
+	// flow complete and a flow start (18 + 22); 28 without.
+	flowBudgetCompleteNext = 40
+)
+
+func TestFlowOperationCounts(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 1000}})
+	const worker = "w1"
+	req := func(i int) SubmitRequest {
+		return SubmitRequest{Type: "demo", Payload: raw(`{"n":1}`), IdempotencyKey: fmt.Sprintf("key-%d", i),
+			FlowKey: fmt.Sprintf("tenant-%d", i%opBatch), Priority: 5}
+	}
+	submitMany := func(from, n int) {
+		t.Helper()
+		reqs := make([]SubmitRequest, n)
+		for i := range reqs {
+			reqs[i] = req(from + i)
+		}
+		if _, errs, err := e.b.SubmitMany(ctx, e.q, reqs); err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+			t.Fatalf("submit many: %v %v", err, errs)
+		}
+	}
+	readStart := func(n int) []Execution {
+		t.Helper()
+		xs := e.claim(worker, n)
+		if len(xs) != n {
+			t.Fatalf("read-start %d: %d", n, len(xs))
+		}
+		return xs
+	}
+	completeAll := func(xs []Execution) {
+		t.Helper()
+		items := make([]completeItem, len(xs))
+		for i, x := range xs {
+			items[i] = completeItem{x: x, kind: "ok", result: []byte(`{"ok":true}`), retryable: "0"}
+		}
+		if _, errs, err := e.b.completeBatch(ctx, e.q, items); err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+			t.Fatalf("complete: %v %v", err, errs)
+		}
+	}
+	// Warm up as TestOperationCounts does.
+	submitMany(0, 2)
+	warm := readStart(2)
+	completeAll(warm)
+	e.clock.Step(time.Second)
+
+	var one, batch []Execution
+	cases := []struct {
+		name   string
+		budget int
+		op     func()
+	}{
+		{"flow submit one, new key", flowBudgetSubmitNewKey, func() {
+			if _, err := e.b.Submit(ctx, e.q, req(100)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{fmt.Sprintf("flow submit batch of %d, new keys", opBatch), flowBudgetSubmitBatchNewKeys, func() { submitMany(101, opBatch) }},
+		{fmt.Sprintf("flow submit batch of %d, busy keys", opBatch), flowBudgetSubmitBatchBusyKeys, func() { submitMany(201, opBatch) }},
+		{"flow start one", flowBudgetStartOne, func() { one = readStart(1) }},
+		{fmt.Sprintf("flow start batch of %d", opBatch), flowBudgetStartBatch, func() { batch = readStart(opBatch) }},
+		{"flow complete one", flowBudgetCompleteOne, func() { e.complete(one[0], Outcome{Result: raw(`{"ok":true}`)}) }},
+		{fmt.Sprintf("flow complete batch of %d", opBatch), flowBudgetCompleteBatch, func() { completeAll(batch) }},
+	}
+	for _, c := range cases {
+		check(t, c.name, c.budget, countCommands(t, e.rdb, c.op))
+	}
+	x := readStart(1)[0]
+	check(t, "flow complete one and start the next", flowBudgetCompleteNext, countCommands(t, e.rdb, func() {
+		_, next, err := e.b.CompleteNext(ctx, e.q, x, Outcome{Result: raw(`{"ok":true}`)}, worker)
+		if err != nil || next == nil || next.Err != nil || !next.Run {
+			t.Fatalf("complete-next: next %+v, %v", next, err)
+		}
+	}))
+}

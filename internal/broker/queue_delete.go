@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -34,8 +35,9 @@ import (
 const pageSize = 1000
 
 // unfinished returns the distinct task IDs of q's stream entries (queued and
-// running tasks, and stale entries) and schedule members (delayed and
-// retrying tasks): every task that is not terminal is among them.
+// running tasks, and stale entries), flow control key lists (queued tasks of
+// a flow-controlled queue) and schedule members (delayed and retrying
+// tasks): every task that is not terminal is among them.
 func (b *Broker) unfinished(ctx context.Context, q QueueRef) ([]string, error) {
 	k := keysFor(q)
 	seen := map[string]bool{}
@@ -62,6 +64,9 @@ func (b *Broker) unfinished(ctx context.Context, q QueueRef) ([]string, error) {
 			}
 			start = "(" + msgs[len(msgs)-1].ID
 		}
+	}
+	if err := b.flowListed(ctx, q, add); err != nil {
+		return nil, err
 	}
 	for off := int64(0); ; off += pageSize {
 		members, err := b.rdb.ZRange(ctx, k.schedule(), off, off+pageSize-1).Result()
@@ -176,4 +181,58 @@ func (b *Broker) DeleteQueue(ctx context.Context, q QueueRef) (cancelled int, er
 // globEscape escapes the glob characters of a SCAN MATCH pattern.
 func globEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`).Replace(s)
+}
+
+// flowListed calls add with the task ID of every entry of q's flow control
+// key lists: the lists of the keys in each band's ready set and of the
+// parked keys (a key with tasks in a band is in one or the other).
+func (b *Broker) flowListed(ctx context.Context, q QueueRef, add func(string)) error {
+	k := keysFor(q)
+	n, err := b.rdb.HGet(ctx, k.prefix+sufFlowState, "n").Int64()
+	if errors.Is(err, redis.Nil) || n <= 0 {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("broker: list flow tasks of %s: %w", q, err)
+	}
+	lists := map[string]bool{}
+	for band := range Bands {
+		ready := k.prefix + sufFlowReady + strconv.Itoa(band)
+		for off := int64(0); ; off += pageSize {
+			keys, err := b.rdb.ZRange(ctx, ready, off, off+pageSize-1).Result()
+			if err != nil {
+				return fmt.Errorf("broker: list flow keys of %s: %w", q, err)
+			}
+			for _, key := range keys {
+				lists[k.flowList(band, key)] = true
+			}
+			if len(keys) < pageSize {
+				break
+			}
+		}
+	}
+	parked, err := b.rdb.HGetAll(ctx, k.prefix+sufFlowParked).Result()
+	if err != nil {
+		return fmt.Errorf("broker: list flow keys of %s: %w", q, err)
+	}
+	for key, p := range parked {
+		for _, c := range p[min(1, len(p)):] {
+			lists[k.flowList(int(c-'0'), key)] = true
+		}
+	}
+	for l := range lists {
+		for off := int64(0); ; off += pageSize {
+			ids, err := b.rdb.LRange(ctx, l, off, off+pageSize-1).Result()
+			if err != nil {
+				return fmt.Errorf("broker: list flow tasks of %s: %w", q, err)
+			}
+			for _, id := range ids {
+				add(id)
+			}
+			if len(ids) < pageSize {
+				break
+			}
+		}
+	}
+	return nil
 }

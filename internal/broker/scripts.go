@@ -1141,11 +1141,13 @@ return 1
 // KEYS[12]       -> dtq:{<ns>/<q>}:dead-letter
 // KEYS[13]       -> dtq:{<ns>/<q>}:paused
 // KEYS[14]       -> dtq:{<ns>/<q>}:stats
+// KEYS[15]       -> dtq:{<ns>/<q>}:flow
 //
 // No ARGV (so no luaLib, which reads the prefix from ARGV[1]).
 //
 // Returns {{XLEN, pending, ID of the oldest undelivered entry or ""} per band,
-// ZCARD schedule, XLEN dead-letter, EXISTS paused, HGETALL stats}.
+// ZCARD schedule, XLEN dead-letter, paused (1 or 0), HGETALL stats, flow
+// control (1: the queue has some, flowMetricsScript reads it; else 0)}.
 var queueMetricsScript = redis.NewScript(`
 local bands = {}
 for i = 1, 10 do
@@ -1162,16 +1164,19 @@ for i = 1, 10 do
   end
   bands[i] = {len, pending, oldest}
 end
-return {bands, redis.call("ZCARD", KEYS[11]), redis.call("XLEN", KEYS[12]), redis.call("EXISTS", KEYS[13]),
-  redis.call("HGETALL", KEYS[14])}
+local st = redis.call("MGET", KEYS[13], KEYS[15])
+return {bands, redis.call("ZCARD", KEYS[11]), redis.call("XLEN", KEYS[12]), st[1] and 1 or 0,
+  redis.call("HGETALL", KEYS[14]), st[2] and 1 or 0}
 `)
 
 // purgeQueueScript cancels, as cancelScript does (Cancelled, TaskCancelled
 // event, record failed), up to ARGV[4] waiting tasks: the stream entries the
 // workers' group has not delivered yet (after its last-delivered-id), p9
 // first, whatever their task (an entry of a task in another state is stale
-// and goes too), then schedule members (delayed and retrying tasks). Entries
-// already delivered are running tasks, left alone.
+// and goes too), then the flow control key lists' tasks (band 9 first: the
+// keys of each band's ready set and the parked keys that left it), then
+// schedule members (delayed and retrying tasks). Entries already delivered
+// are running tasks, left alone.
 //
 // KEYS[1..10]    -> dtq:{<ns>/<q>}:stream:p0 .. dtq:{<ns>/<q>}:stream:p9
 // KEYS[11]       -> dtq:{<ns>/<q>}:schedule
@@ -1209,6 +1214,26 @@ for band = 10, 1, -1 do
       end
       redis.call("XDEL", stream, e[1])
       left = left - 1
+    end
+  end
+end
+-- Flow control's key lists (a queue that has any), band 9 first.
+if left > 0 and (tonumber(redis.call("HGET", K_FS, "n")) or 0) > 0 then
+  local park = redis.call("HGETALL", K_FPARK)
+  for band = 9, 0, -1 do
+    if left <= 0 then break end
+    local keys = redis.call("ZRANGE", k_fready(band), 0, -1)
+    for i = 1, #park, 2 do
+      if string.find(park[i + 1], tostring(band), 2, true) then keys[#keys + 1] = park[i] end
+    end
+    for _, key in ipairs(keys) do
+      if left <= 0 then break end
+      local ids = redis.call("LRANGE", k_flist(band, key), 0, left - 1)
+      for _, id in ipairs(ids) do cancel(id, {Queued = true}) end
+      if #ids > 0 then
+        redis.call("LTRIM", k_flist(band, key), #ids, -1)
+        FQ_ADDED, left = FQ_ADDED - #ids, left - #ids
+      end
     end
   end
 end

@@ -158,6 +158,8 @@ func withResult(t TaskInfo, v any) TaskInfo {
 }
 
 // GetTask returns the task record and its result; ErrTaskNotFound when absent.
+// A Queued task waiting in a flow-controlled queue's key list also gets its
+// WaitReason, in a second round trip.
 func (b *Broker) GetTask(ctx context.Context, q QueueRef, id string) (TaskInfo, error) {
 	if !validID(id) {
 		return TaskInfo{}, notFound(id)
@@ -179,6 +181,12 @@ func (b *Broker) GetTask(ctx context.Context, q QueueRef, id string) (TaskInfo, 
 	t := taskFromHash(q, h.Val())
 	if r.Err() == nil {
 		t.Result = json.RawMessage(r.Val())
+	}
+	if t.State == StateQueued && h.Val()["fq"] == "1" && h.Val()["msg"] == "" {
+		// In a key list of a flow-controlled queue: say why it waits.
+		if t.WaitReason, err = b.waitReason(ctx, q, t); err != nil {
+			return TaskInfo{}, err
+		}
 	}
 	return t, nil
 }
