@@ -60,7 +60,9 @@ func (r *rig) hotTenant(name string, fc *broker.FlowControl, bTasks int) flowche
 	r.t.Helper()
 	const backlog = 100_000
 	q := r.queue(name, fc)
+	began := time.Now()
 	r.submit(q, repeatTask(backlog, task("A", fairHold)))
+	r.t.Logf("%s: %d tasks of A queued in %v", name, backlog, time.Since(began).Round(time.Millisecond))
 	p := r.startPool(q, fairProcs, fairSlots)
 	first := r.waitStarted(q)
 	submitted := map[string]time.Time{}

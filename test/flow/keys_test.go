@@ -37,8 +37,9 @@ const (
 // on 10 worker processes x 50 slots, the busiest process SIGKILLed every 15 s and
 // started again: from the handlers' own execution log, no moment where more
 // than 3 lease-holding executions of one key overlap; afterwards every held
-// slot has been given back (the engine's FlowMetrics.Held is 0, no task is
-// Running).
+// slot has been given back (the engine's FlowMetrics.Held and every key's
+// held slots are 0, the operator's ReconcileFlowSlots finds none to give
+// back, no task is Running).
 //
 // A fifth of the tasks belong to 10 hot keys (1,000 each: at 3 at once, 100 ms
 // on average, at least 33 s, so the run sees two kills); the other keys get
@@ -109,7 +110,8 @@ func (r *rig) busiest(q broker.QueueRef, p *pool) int {
 }
 
 // checkSlotsGivenBack fails the test unless every concurrency slot of q has
-// been given back: the engine's held count is 0 and no task is Running.
+// been given back: the engine's held counts are 0, ReconcileFlowSlots finds
+// nothing to give back and no task is Running.
 func (r *rig) checkSlotsGivenBack(q broker.QueueRef) {
 	r.t.Helper()
 	m := r.metrics(q)
@@ -123,6 +125,20 @@ func (r *rig) checkSlotsGivenBack(q broker.QueueRef) {
 	}
 	if !m.Flow.Enabled || m.Flow.Held != 0 {
 		r.t.Errorf("flow metrics %+v: want enabled with 0 held slots", m.Flow)
+	}
+	keys, err := r.b.FlowKeys(r.t.Context(), q, keyCount)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.Held != 0 {
+			r.t.Errorf("key %q holds %d slots after the run", k.Key, k.Held)
+		}
+	}
+	// The operator's check of the slots against the tasks finds nothing to
+	// give back.
+	if n, err := r.b.ReconcileFlowSlots(r.t.Context(), q); err != nil || n != 0 {
+		r.t.Errorf("ReconcileFlowSlots gave back %d slots (%v), want 0", n, err)
 	}
 }
 
