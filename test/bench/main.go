@@ -195,6 +195,29 @@ func scriptCalls(ctx context.Context, rdb *redis.Client) string {
 	return strings.Join(out, " ")
 }
 
+// redisCommands sums the calls of INFO commandstats (the commands scripts
+// run and the EVALSHA that ran them alike), leaving out what clients send
+// when they connect and what the bench sends to measure.
+func redisCommands(ctx context.Context, rdb *redis.Client) int64 {
+	info, _ := rdb.Info(ctx, "commandstats").Result()
+	var n int64
+	for _, l := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":")
+		name, found := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !found {
+			continue
+		}
+		switch name {
+		case "hello", "client|setinfo", "ping", "info", "config|resetstat", "flushall":
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		c, _ := strconv.ParseInt(calls, 10, 64)
+		n += c
+	}
+	return n
+}
+
 func redisVersion(info string) string {
 	for _, l := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {

@@ -60,10 +60,12 @@ var workerQueue = broker.QueueRef{Namespace: "bench", Name: "workers"}
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func dtqQueue(ctx context.Context, rdb redis.UniversalClient, depth int) (*broker.Broker, error) {
+// dtqQueue creates the workers' queue with flow control fc (nil: none).
+func dtqQueue(ctx context.Context, rdb redis.UniversalClient, depth int, fc *broker.FlowControl) (*broker.Broker, error) {
 	b := broker.New(rdb)
 	cfg := broker.DefaultQueueConfig()
 	cfg.MaxDepth = int64(depth) * 2
+	cfg.Flow = fc
 	return b, b.EnsureQueue(ctx, workerQueue, cfg)
 }
 
@@ -81,21 +83,24 @@ func dtqServer(rdb redis.UniversalClient, h worker.Handler) (stop func(), err er
 }
 
 func dtqDrain(ctx context.Context, p Params) (int, time.Duration, error) {
-	return drainThrough(ctx, p, "dtq", func(rdb redis.UniversalClient, done func()) (func(), error) {
-		mux := worker.NewMux()
-		mux.HandleFunc("noop", func(ctx context.Context, t *worker.Task) (any, error) {
-			done()
-			return nil, nil
-		})
-		return dtqServer(rdb, mux)
+	return drainThrough(ctx, p, "dtq", backlog{}, noopServer)
+}
+
+// noopServer runs a worker.Server whose noop handler calls done.
+func noopServer(rdb redis.UniversalClient, done func()) (func(), error) {
+	mux := worker.NewMux()
+	mux.HandleFunc("noop", func(ctx context.Context, t *worker.Task) (any, error) {
+		done()
+		return nil, nil
 	})
+	return dtqServer(rdb, mux)
 }
 
 // sidecarDrain drains through the HTTP delivery sidecar (delivery.Run, the
 // code of `worker delivery`) to a minimal net/http handler on loopback that
 // answers 200 with no body.
 func sidecarDrain(ctx context.Context, p Params) (int, time.Duration, error) {
-	return drainThrough(ctx, p, "dtq-sidecar", func(rdb redis.UniversalClient, done func()) (func(), error) {
+	return drainThrough(ctx, p, "dtq-sidecar", backlog{}, func(rdb redis.UniversalClient, done func()) (func(), error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
@@ -117,21 +122,34 @@ func sidecarDrain(ctx context.Context, p Params) (int, time.Duration, error) {
 	})
 }
 
+// backlog is what a drain submits to: the queue's flow control (nil: none)
+// and the flow key of task i (nil: none).
+type backlog struct {
+	flow *broker.FlowControl
+	key  func(i int) string
+}
+
 // drainThrough pre-submits the backlog, then times start's server (which
 // calls done once per task run) until the queue is empty.
-func drainThrough(ctx context.Context, p Params, who string, start func(rdb redis.UniversalClient, done func()) (func(), error)) (int, time.Duration, error) {
+func drainThrough(ctx context.Context, p Params, who string, bl backlog, start func(rdb redis.UniversalClient, done func()) (func(), error)) (int, time.Duration, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: drainSlots + 16})
 	defer rdb.Close()
-	b, err := dtqQueue(ctx, rdb, drainTasks)
+	b, err := dtqQueue(ctx, rdb, drainTasks, bl.flow)
 	if err != nil {
 		return 0, 0, err
 	}
+	submitted := submitCommands(ctx, p.Addr, who)
 	if _, err := parallel(drainTasks, p.Producers, func(i int) error {
-		_, err := b.Submit(ctx, workerQueue, broker.SubmitRequest{Type: "noop", Payload: p.Payload, Priority: 5})
+		req := broker.SubmitRequest{Type: "noop", Payload: p.Payload, Priority: 5}
+		if bl.key != nil {
+			req.FlowKey = bl.key(i)
+		}
+		_, err := b.Submit(ctx, workerQueue, req)
 		return err
 	}); err != nil {
 		return 0, 0, err
 	}
+	submitted()
 	var n atomic.Int64
 	fin := make(chan struct{})
 	done := func() {
@@ -292,12 +310,26 @@ func drainCPU(ctx context.Context, addr, who string) func(d time.Duration) {
 		return func(time.Duration) {}
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	cpu0, own0 := redisCPU(ctx, rdb), ownCPU()
+	cpu0, own0, cmd0 := redisCPU(ctx, rdb), ownCPU(), redisCommands(ctx, rdb)
 	return func(d time.Duration) {
 		defer rdb.Close()
-		cpu, own := redisCPU(ctx, rdb)-cpu0, ownCPU()-own0
-		fmt.Fprintf(os.Stderr, "  %s drain: redis cpu %.2fs in %s (%.0f%% busy, %.1f us/task), worker process cpu %.2fs (%.0f%%, %.1f us/task)\n",
-			who, cpu, d.Round(time.Millisecond), 100*cpu/d.Seconds(), cpu*1e6/drainTasks, own, 100*own/d.Seconds(), own*1e6/drainTasks)
+		cpu, own, cmds := redisCPU(ctx, rdb)-cpu0, ownCPU()-own0, redisCommands(ctx, rdb)-cmd0
+		fmt.Fprintf(os.Stderr, "  %s drain: redis cpu %.2fs in %s (%.0f%% busy, %.1f us/task, %.1f commands/task), worker process cpu %.2fs (%.0f%%, %.1f us/task)\n",
+			who, cpu, d.Round(time.Millisecond), 100*cpu/d.Seconds(), cpu*1e6/drainTasks, float64(cmds)/drainTasks, own, 100*own/d.Seconds(), own*1e6/drainTasks)
+	}
+}
+
+// submitCommands starts counting, with -v only, the Redis commands of a
+// drain's submission; the returned func prints them per task.
+func submitCommands(ctx context.Context, addr, who string) func() {
+	if !*verbose {
+		return func() {}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	cmd0 := redisCommands(ctx, rdb)
+	return func() {
+		defer rdb.Close()
+		fmt.Fprintf(os.Stderr, "  %s submit: %.1f commands/task\n", who, float64(redisCommands(ctx, rdb)-cmd0)/drainTasks)
 	}
 }
 
@@ -350,7 +382,7 @@ func pct(ds []time.Duration, q float64) time.Duration {
 func dtqLatency(ctx context.Context, p Params) (int, time.Duration, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: drainSlots + 16})
 	defer rdb.Close()
-	b, err := dtqQueue(ctx, rdb, latencyTasks)
+	b, err := dtqQueue(ctx, rdb, latencyTasks, nil)
 	if err != nil {
 		return 0, 0, err
 	}
