@@ -26,8 +26,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -37,7 +35,8 @@ import (
 // EnsureQueue (QueueConfig.Flow) and read by every claim, so a change applies
 // at the next claim.
 
-// MaxFlowKeyBytes bounds a flow key.
+// MaxFlowKeyBytes bounds a flow key: 1..MaxFlowKeyBytes visible ASCII
+// characters (0x21..0x7e).
 const MaxFlowKeyBytes = 128
 
 // FlowControl is a queue's flow control.
@@ -123,16 +122,18 @@ const MaxFlowOverrides = 1000
 const MaxFlowWeight = 1000
 
 // validFlowKey reports whether k is a flow key: at most MaxFlowKeyBytes of
-// printable UTF-8 (empty only when empty is allowed: no key).
+// visible ASCII (0x21..0x7e: no spaces, so a key travels as an HTTP header
+// value and a Kubernetes field as it is); empty only when empty is allowed
+// (no key).
 func validFlowKey(k string, empty bool) bool {
 	if k == "" {
 		return empty
 	}
-	if len(k) > MaxFlowKeyBytes || !utf8.ValidString(k) {
+	if len(k) > MaxFlowKeyBytes {
 		return false
 	}
-	for _, r := range k {
-		if !unicode.IsPrint(r) {
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
 			return false
 		}
 	}
@@ -180,7 +181,7 @@ func validFlow(f *FlowControl) error {
 		field := fmt.Sprintf("overrides[%q]", k)
 		switch {
 		case !validFlowKey(k, true):
-			return bad(field+".key", "must be at most %d bytes of printable UTF-8", MaxFlowKeyBytes)
+			return bad(field+".key", "must be at most %d visible ASCII characters", MaxFlowKeyBytes)
 		case o.Weight < 0 || o.Weight > MaxFlowWeight:
 			return bad(field+".weight", "must be 1..%d, not %d", MaxFlowWeight, o.Weight)
 		case o.Concurrency < 0:

@@ -769,6 +769,8 @@ if new == "" then
     FLOW_CFG = flow_parse("off")
     unpark_all(FLOW_CFG)
     redis.call("DEL", KEYS[3])
+    fc_wake(8) -- workers waiting on a limit claim again, without limits
+    WAKE = 0
     if (tonumber(redis.call("HGET", K_FS, "n")) or 0) > 0 then redis.call("SET", KEYS[2], "off") else fc_end() end
   end
   return "off"
@@ -781,6 +783,9 @@ if #ARGV > 2 then redis.call("HSET", KEYS[3], unpack(ARGV, 3)) end
 if not old or old == "off" then
   redis.call("SET", KEYS[4], "1")
   pcall(redis.call, "XGROUP", "CREATE", KEYS[5], "` + flowWakeGroup + `", "$", "MKSTREAM")
+  -- Workers blocked on the streams (a plain queue's wait) wake on an entry
+  -- of no task, which the migration drops: they claim under the limits now.
+  redis.call("XADD", k_stream(0), "*", "t", "", "a", "0")
 end
 local F, was = flow_parse(new), flow_parse(old)
 FLOW_CFG = F

@@ -722,3 +722,18 @@ func TestFlowFreedSlotWakesOneWaiter(t *testing.T) {
 		t.Fatalf("a submit to a new key did not wake the other worker: %+v, %v", r.ss, r.err)
 	}
 }
+
+func TestFlowKeyValidation(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{})
+	for _, k := range []string{"tenant a", strings.Repeat("k", MaxFlowKeyBytes+1), "caf\u00e9", "a\tb"} {
+		_, err := e.submit(SubmitRequest{FlowKey: k})
+		if be := wantCode(t, err, CodeInvalidTask); be.Field != "flow_key" {
+			t.Errorf("flow key %q refused naming %q", k, be.Field)
+		}
+	}
+	for _, k := range []string{"", "tenant-a", strings.Repeat("k", MaxFlowKeyBytes), "{x}:y/z"} {
+		if ti := e.mustSubmit(SubmitRequest{FlowKey: k}); ti.FlowKey != k || e.task(ti.ID).FlowKey != k {
+			t.Errorf("flow key %q stored as %q", k, e.task(ti.ID).FlowKey)
+		}
+	}
+}

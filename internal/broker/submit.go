@@ -123,7 +123,7 @@ func validate(req SubmitRequest) error {
 	case req.Timeout != 0 && (req.Timeout < time.Millisecond || req.Timeout > time.Hour):
 		return invalid("timeout_ms", "timeout must be 1ms..1h")
 	case !validFlowKey(req.FlowKey, true):
-		return invalid("flow_key", "flow key must be at most %d bytes of printable UTF-8", MaxFlowKeyBytes)
+		return invalid("flow_key", "flow key must be 1..%d visible ASCII characters (no spaces)", MaxFlowKeyBytes)
 	}
 	return nil
 }

@@ -281,7 +281,8 @@ func TestRequestHeaders(t *testing.T) {
 	srv := httptest.NewServer(app)
 	defer srv.Close()
 	s := startSidecar(t, srv.URL+"/", workertest.Options{Namespace: "shop"})
-	id := s.submit(t, map[string]string{"mode": "ok"}, workertest.SubmitOptions{IdempotencyKey: "order-7", MaxAttempts: 4, Timeout: time.Minute})
+	id := s.submit(t, map[string]string{"mode": "ok"}, workertest.SubmitOptions{IdempotencyKey: "order-7", MaxAttempts: 4, Timeout: time.Minute,
+		FlowKey: "tenant-a"})
 	ti := s.wait(t, id)
 	app.mu.Lock()
 	h := app.headers[id]
@@ -291,11 +292,12 @@ func TestRequestHeaders(t *testing.T) {
 		t.Errorf("deadline %q (started %s): %v", h.Get(HeaderDeadline), ti.StartedAt, err)
 	}
 	got := map[string]string{}
-	for _, k := range []string{HeaderIdempotencyKey, HeaderTaskID, HeaderTaskType, HeaderAttempt, HeaderMaxAttempts, HeaderNamespace, HeaderQueue, "Content-Type"} {
+	for _, k := range []string{HeaderIdempotencyKey, HeaderTaskID, HeaderTaskType, HeaderAttempt, HeaderMaxAttempts, HeaderNamespace, HeaderQueue,
+		HeaderFlowKey, "Content-Type"} {
 		got[k] = h.Get(k)
 	}
 	want := map[string]string{HeaderIdempotencyKey: "order-7", HeaderTaskID: id, HeaderTaskType: "job", HeaderAttempt: "1",
-		HeaderMaxAttempts: "4", HeaderNamespace: "shop", HeaderQueue: s.o.Queue, "Content-Type": "application/json"}
+		HeaderMaxAttempts: "4", HeaderNamespace: "shop", HeaderQueue: s.o.Queue, HeaderFlowKey: "tenant-a", "Content-Type": "application/json"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("header %s = %q, want %q", k, got[k], v)

@@ -50,6 +50,7 @@ const (
 	HeaderDeadline       = "Dtq-Deadline"
 	HeaderNamespace      = "Dtq-Namespace"
 	HeaderQueue          = "Dtq-Queue"
+	HeaderFlowKey        = "Dtq-Flow-Key" // only when the task has a flow key
 	HeaderToken          = "Dtq-Sidecar-Token"
 	// HeaderVerdict in a response overrides the status code: "retry" (retry
 	// with the queue's backoff) or "fail" (dead letter now).
@@ -185,9 +186,12 @@ func (f *forwarder) send(ctx context.Context, t *worker.Task) answer {
 	if len(body) == 0 {
 		body = []byte("{}")
 	}
-	hs := make([]header, 0, 11)
+	hs := make([]header, 0, 12)
 	if t.IdempotencyKey != "" {
 		hs = append(hs, header{HeaderIdempotencyKey, t.IdempotencyKey})
+	}
+	if k := t.FlowKey(); k != "" {
+		hs = append(hs, header{HeaderFlowKey, k})
 	}
 	hs = append(hs,
 		header{HeaderTaskID, t.ID},

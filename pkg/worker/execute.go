@@ -91,7 +91,7 @@ func (s *Server) task(ti broker.TaskInfo, startedAt time.Time) (*Task, time.Dura
 	return &Task{
 		ID: ti.ID, Type: ti.Type, Queue: s.qname, Payload: ti.Payload, Attempt: ti.Attempt,
 		MaxAttempts: ti.MaxAttempts, IdempotencyKey: ti.IdempotencyKey, Priority: ti.Priority,
-		Deadline: startedAt.Add(timeout),
+		Deadline: startedAt.Add(timeout), flowKey: ti.FlowKey,
 	}, timeout
 }
 

@@ -23,6 +23,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/dtq-dev/dtq/pkg/worker/internal/taskset"
 )
 
 // Task is what a handler receives: one attempt at one task.
@@ -37,10 +39,23 @@ type Task struct {
 	Priority       int             // 0..9
 	Deadline       time.Time       // the handler's context ends at this time
 
+	// flowKey is the task's flow key (FlowKey).
+	flowKey string
+
 	// srv and exec are the Server and execution running the task (nil
 	// outside a Server), for ReportProgress.
 	srv  *Server
 	exec *execution
+}
+
+// FlowKey returns the task's flow key ("" when it was submitted without
+// one): the tenant or customer its queue's flow control counts it against
+// (docs/flow-control.md). A handler may use it, e.g. to choose the
+// downstream credentials; its limits were applied before the task started.
+func (t *Task) FlowKey() string { return t.flowKey }
+
+func init() {
+	taskset.FlowKey = func(t any, key string) { t.(*Task).flowKey = key }
 }
 
 // Draining returns a channel that is closed when the worker running t starts

@@ -45,6 +45,7 @@ import (
 
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/pkg/worker"
+	"github.com/dtq-dev/dtq/pkg/worker/internal/taskset"
 )
 
 var seq atomic.Int64
@@ -68,6 +69,9 @@ func WithTimeout(d time.Duration) TaskOption {
 
 // WithID sets the task id (default "test-<n>").
 func WithID(id string) TaskOption { return func(t *worker.Task) { t.ID = id } }
+
+// WithFlowKey sets the task's flow key (Task.FlowKey; default none).
+func WithFlowKey(k string) TaskOption { return func(t *worker.Task) { taskset.FlowKey(t, k) } }
 
 // NewTask builds a Task of taskType. payload is marshalled to JSON unless it is
 // already a json.RawMessage or []byte; nil means {}.
@@ -273,6 +277,7 @@ type SubmitOptions struct {
 	MaxAttempts    int
 	Timeout        time.Duration
 	Delay          time.Duration
+	FlowKey        string // the task's flow key (Task.FlowKey); default none
 }
 
 // Submit adds a task and returns its id (the existing task's id for a replayed
@@ -298,7 +303,7 @@ func Submit(tb testing.TB, rdb redis.UniversalClient, o Options, taskType string
 		so.Priority = 5
 	}
 	req := broker.SubmitRequest{Type: taskType, Payload: raw, IdempotencyKey: so.IdempotencyKey, Priority: so.Priority,
-		MaxAttempts: so.MaxAttempts, Timeout: so.Timeout}
+		MaxAttempts: so.MaxAttempts, Timeout: so.Timeout, FlowKey: so.FlowKey}
 	if so.Delay > 0 {
 		req.NotBefore = time.Now().Add(so.Delay)
 	}

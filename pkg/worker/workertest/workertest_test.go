@@ -152,3 +152,12 @@ func ExampleExecute() {
 	// not yet true Retryable
 	// {"attempt":2} <nil>
 }
+
+func TestNewTaskWithFlowKey(t *testing.T) {
+	if k := workertest.NewTask("t", nil, workertest.WithFlowKey("tenant-a")).FlowKey(); k != "tenant-a" {
+		t.Fatalf("flow key %q", k)
+	}
+	if k := workertest.NewTask("t", nil).FlowKey(); k != "" {
+		t.Fatalf("flow key %q without one", k)
+	}
+}
