@@ -78,7 +78,7 @@ func TestFlowVerbsWithoutFlowControl(t *testing.T) {
 		t.Errorf("flow --top 501: %v, want INVALID_REQUEST naming top", err)
 	}
 	_, _, err = runCLI(t, url, "ns", "submit", "--via-api", "--queue", "q", "--type", "echo", "--flow-key", "tenant a")
-	if err == nil || !strings.Contains(err.Error(), "INVALID_TASK: flow_key must be") {
+	if err == nil || !strings.Contains(err.Error(), "INVALID_TASK: flow key must be") {
 		t.Errorf("submit --flow-key 'tenant a': %v, want INVALID_TASK naming flow_key", err)
 	}
 	out, _, err = runCLI(t, url, "ns", "queue", "stats", "q")

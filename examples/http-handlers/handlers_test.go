@@ -16,8 +16,8 @@ limitations under the License.
 
 // Package httphandlers_test runs the HTTP handler examples (Python, Node)
 // behind the real delivery sidecar on a real redis-server: the contract's
-// outcomes, the Idempotency-Key they receive, and the sidecar's idempotent
-// operation across a SIGKILL of the app.
+// outcomes, the Idempotency-Key and Dtq-Flow-Key they receive, and the
+// sidecar's idempotent operation across a SIGKILL of the app.
 package httphandlers_test
 
 import (
@@ -239,8 +239,15 @@ func contract(t *testing.T, p *pod) {
 	ok := p.wait(p.submit("greet", `{"name":"Ada"}`, "greet-ada"))
 	var res map[string]any
 	_ = json.Unmarshal(ok.Result, &res)
-	if ok.State != broker.StateSucceeded || res["greeting"] != "hello, Ada" || res["idempotency_key"] != "greet-ada" {
+	if ok.State != broker.StateSucceeded || res["greeting"] != "hello, Ada" || res["idempotency_key"] != "greet-ada" || res["flow_key"] != "" {
 		t.Fatalf("greet: %s result %s", ok.State, ok.Result)
+	}
+	// The task's flow key reaches the app as Dtq-Flow-Key, which it echoes.
+	keyed := p.wait(workertest.Submit(t, p.rdb, p.o, "greet", json.RawMessage(`{"name":"Kay"}`), workertest.SubmitOptions{FlowKey: "tenant-a"}))
+	res = nil
+	_ = json.Unmarshal(keyed.Result, &res)
+	if keyed.State != broker.StateSucceeded || res["flow_key"] != "tenant-a" {
+		t.Fatalf("greet with flow key tenant-a: %s result %s, want the key echoed", keyed.State, keyed.Result)
 	}
 	// Its progress report reached the task and its events through the sidecar.
 	if string(ok.Progress) != `{"step":"greeting"}` {

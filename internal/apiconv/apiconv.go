@@ -77,8 +77,6 @@ func Submission(body client.SubmitRequest, headerKey string, now time.Time) (bro
 		return req, Invalid("not_before", "set delay_seconds or not_before, not both")
 	case body.TTLSeconds < 0 || body.TTLSeconds > maxSeconds || math.IsNaN(body.TTLSeconds):
 		return req, Invalid("ttl_seconds", "ttl_seconds must be more than 0")
-	case !ValidFlowKey(body.FlowKey):
-		return req, Invalid("flow_key", "flow_key must be 1..%d printable ASCII characters without spaces", broker.MaxFlowKeyBytes)
 	}
 	if body.DelaySeconds > 0 {
 		req.NotBefore = now.Add(seconds(body.DelaySeconds))
@@ -90,21 +88,6 @@ func Submission(body client.SubmitRequest, headerKey string, now time.Time) (bro
 		req.ExpiresAt = now.Add(seconds(body.TTLSeconds))
 	}
 	return req, nil
-}
-
-// ValidFlowKey reports whether k is a flow key the API accepts: empty (none),
-// or up to broker.MaxFlowKeyBytes of visible ASCII (0x21..0x7e), so that the
-// delivery sidecar can pass it to HTTP handlers as a header unchanged.
-func ValidFlowKey(k string) bool {
-	if len(k) > broker.MaxFlowKeyBytes {
-		return false
-	}
-	for _, c := range []byte(k) {
-		if c < 0x21 || c > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

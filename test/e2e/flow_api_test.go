@@ -17,6 +17,7 @@ limitations under the License.
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,11 +117,17 @@ func submitCapRun(t *testing.T, q *dtqclient.Queue) *capRun {
 	return run
 }
 
-// wait returns the task once it has ended.
+// wait returns the task once it has ended, failing the test after three
+// minutes.
 func (r *capRun) wait(t *testing.T, task *dtqclient.Task) dtqclient.Task {
 	t.Helper()
-	got, err := r.q.Wait(t.Context(), task.TaskID)
-	must(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	got, err := r.q.Wait(ctx, task.TaskID)
+	if err != nil {
+		now, _ := r.q.Get(t.Context(), task.TaskID)
+		t.Fatalf("wait for task %s of key %q: %v (now %+v)", task.TaskID, task.FlowKey, err, now)
+	}
 	return *got
 }
 
@@ -193,7 +200,7 @@ func testFlowPerKeyCap(t *testing.T) {
 		`^TASK ID +QUEUE +TYPE +STATE +ATTEMPT +AGE +WAIT REASON\n`+a1+` +q +sleep +Queued +0 +\S+ +.*tenant-a.*\n$`, `^$`)
 	want(t, "get --via-api -o wide", dtq(t, ns, "get", "--via-api", "--queue", "q", a0, "-o", "wide"), 0, `FLOW KEY .*\n`+a0+` .* tenant-a `, `^$`)
 	want(t, "submit --via-api --flow-key", dtq(t, ns, "submit", "--via-api", "--queue", "q", "--type", demo.Echo, "--flow-key", "tenant a"), 1,
-		`^$`, `INVALID_TASK: flow_key must be`)
+		`^$`, `INVALID_TASK: flow key must be`)
 
 	t.Run("Console", func(t *testing.T) {
 		tab := startBrowser(t)

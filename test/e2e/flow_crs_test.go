@@ -253,8 +253,8 @@ spec:
 	return s
 }
 
-// flowTaskYAML is a Task of Queue q labelled for waitTerminal, with flow
-// key key ("" for none).
+// flowTaskYAML is a Task of Queue q labelled for waitTerminal, with the
+// flow key given ("" for none).
 func flowTaskYAML(ns, name, typ, key, payload string) string {
 	s := fmt.Sprintf(`apiVersion: dtq.dev/v1alpha1
 kind: Task

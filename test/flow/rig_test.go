@@ -287,7 +287,9 @@ func (c *proc) stop() {
 	}
 }
 
-// execs stops the pool and returns every execution its workers logged.
+// execs stops the pool and returns every execution its workers logged. It
+// fails the test when a handler was given another flow key than its task was
+// submitted with.
 func (p *pool) execs() []flowcheck.Exec {
 	p.r.t.Helper()
 	p.stop()
@@ -298,6 +300,12 @@ func (p *pool) execs() []flowcheck.Exec {
 			p.r.t.Fatal(err)
 		}
 		out = append(out, es...)
+	}
+	for _, e := range out {
+		if e.FlowKey != e.Key {
+			p.r.t.Errorf("task %s attempt %d, submitted with flow key %q, ran with Task.FlowKey() %q", e.TaskID, e.Attempt, e.Key, e.FlowKey)
+			break
+		}
 	}
 	return out
 }

@@ -67,17 +67,18 @@ type line struct {
 	TaskID  string `json:"id"`
 	Attempt int    `json:"a"`
 	Key     string `json:"k,omitempty"`
+	FlowKey string `json:"fk,omitempty"`
 	Worker  string `json:"w,omitempty"`
 	End     End    `json:"how,omitempty"`
 }
 
 // Register adds the witness handler to mux. Each execution appends its start
-// line to log, holds for the payload's HoldMs (returning early when its
+// line (the payload's key, and the flow key the worker SDK delivered) to log, holds for the payload's HoldMs (returning early when its
 // context ends), then appends its end line. log must be opened O_APPEND
 // (OpenLog): one write per line, so the slots of a process never interleave.
 func Register(mux *worker.Mux, log *os.File, workerID string) {
 	mux.Handle(TaskType, worker.Typed(func(ctx context.Context, t *worker.Task, p Payload) (any, error) {
-		if err := write(log, line{Event: "s", At: time.Now().UnixNano(), TaskID: t.ID, Attempt: t.Attempt, Key: p.Key, Worker: workerID}); err != nil {
+		if err := write(log, line{Event: "s", At: time.Now().UnixNano(), TaskID: t.ID, Attempt: t.Attempt, Key: p.Key, FlowKey: t.FlowKey(), Worker: workerID}); err != nil {
 			return nil, worker.Retryable(err)
 		}
 		end, err := EndReturned, hold(ctx, time.Duration(p.HoldMs)*time.Millisecond)
@@ -129,7 +130,8 @@ func OpenLog(path string) (*os.File, error) {
 type Exec struct {
 	TaskID  string
 	Attempt int
-	Key     string
+	Key     string // the payload's: the key the producer gave the task
+	FlowKey string // the key the worker SDK delivered (worker.Task.FlowKey)
 	Worker  string
 	Start   time.Time
 	End     time.Time // the end line's time, or processEnd for EndKilled
@@ -158,7 +160,7 @@ func ReadLog(path string, processEnd time.Time) ([]Exec, error) {
 		switch l.Event {
 		case "s":
 			open[id] = len(out)
-			out = append(out, Exec{TaskID: l.TaskID, Attempt: l.Attempt, Key: l.Key, Worker: l.Worker,
+			out = append(out, Exec{TaskID: l.TaskID, Attempt: l.Attempt, Key: l.Key, FlowKey: l.FlowKey, Worker: l.Worker,
 				Start: time.Unix(0, l.At), End: processEnd, How: EndKilled})
 		case "e":
 			if i, ok := open[id]; ok {
