@@ -1,11 +1,23 @@
+# The release (docs/upgrade.md): the version the binaries embed, and the commit
+# every build stamps into them (-dirty when tracked files differ from it).
+VERSION := $(shell cat internal/version/VERSION)
+ifndef COMMIT
+COMMIT := $(shell rev=$$(git rev-parse HEAD 2>/dev/null) && { test -z "$$(git status --porcelain --untracked-files=no)" && echo $$rev || echo $$rev-dirty; })
+endif
+LDFLAGS := -X github.com/dtq-dev/dtq/internal/version.commit=$(COMMIT)
+# The images' tag: v<VERSION>, never latest.
+IMAGE_TAG ?= v$(VERSION)
 # Image URLs used by docker-build, build-installer and deploy.
-IMG ?= ghcr.io/dtq-dev/dtq-manager:latest
-WORKER_IMG ?= ghcr.io/dtq-dev/dtq-worker:latest
-API_IMG ?= ghcr.io/dtq-dev/dtq-api:latest
-# Registry, tag and architecture of `make images` (images built without Docker).
+IMG ?= ghcr.io/dtq-dev/dtq-manager:$(IMAGE_TAG)
+WORKER_IMG ?= ghcr.io/dtq-dev/dtq-worker:$(IMAGE_TAG)
+API_IMG ?= ghcr.io/dtq-dev/dtq-api:$(IMAGE_TAG)
+# Registry and architecture of `make images` (images built without Docker).
 IMAGE_REGISTRY ?= ghcr.io/dtq-dev
-IMAGE_TAG ?= latest
 IMAGE_ARCH ?= $(shell go env GOARCH)
+# The images' creation time (their org.opencontainers.image.created label): the
+# commit's, so a rebuild of one commit gives the same digests.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
 CONTAINER_TOOL ?= docker
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -117,7 +129,7 @@ bench: envtest redis ## Run the benchmarks of docs/benchmarks.md (dtq vs asynq, 
 
 .PHONY: build
 build: ## Build the manager, api, worker and kubectl-dtq binaries into bin/.
-	CGO_ENABLED=0 go build -o $(LOCALBIN)/ ./cmd/...
+	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o $(LOCALBIN)/ ./cmd/...
 
 .PHONY: run
 run: ## Run the manager against the cluster in ~/.kube/config.
@@ -125,13 +137,13 @@ run: ## Run the manager against the cluster in ~/.kube/config.
 
 .PHONY: images
 images: ## Build the images without Docker: OCI layouts in bin/images/<name>, for `crane push`.
-	go run ./hack/images -out $(LOCALBIN)/images -registry $(IMAGE_REGISTRY) -tag $(IMAGE_TAG) -arch $(IMAGE_ARCH)
+	go run ./hack/images -out $(LOCALBIN)/images -registry $(IMAGE_REGISTRY) -tag $(IMAGE_TAG) -arch $(IMAGE_ARCH) -commit "$(COMMIT)"
 
 .PHONY: docker-build
 docker-build: ## Build the manager, API and worker images (needs a Docker engine).
-	$(CONTAINER_TOOL) build --target manager -t $(IMG) .
-	$(CONTAINER_TOOL) build --target api -t $(API_IMG) .
-	$(CONTAINER_TOOL) build --target worker -t $(WORKER_IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --target manager -t $(IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --target api -t $(API_IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --target worker -t $(WORKER_IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the images.

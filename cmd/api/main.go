@@ -48,6 +48,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/httpapi"
 	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/client"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
@@ -63,7 +64,7 @@ type flags struct {
 	bodyReads                         int
 	qps                               float64
 	burst                             int
-	debug                             bool
+	debug, printVersion               bool
 	allowEviction                     bool
 }
 
@@ -107,7 +108,12 @@ func main() {
 	flag.BoolVar(&f.allowEviction, "allow-redis-eviction", false,
 		"Start even when Redis's maxmemory-policy may evict idempotency records or streams (see docs/operations.md).")
 	flag.BoolVar(&f.debug, "debug", false, "Log at debug level (denied requests included). Logs are JSON lines on stderr.")
+	flag.BoolVar(&f.printVersion, "version", false, "Print the version and exit.")
 	flag.Parse()
+	if f.printVersion {
+		fmt.Println(version.String())
+		return
+	}
 
 	level := slog.LevelInfo
 	if f.debug {

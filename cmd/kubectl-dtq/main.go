@@ -29,6 +29,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
 // exitError ends the command with a documented exit code.
@@ -69,9 +71,11 @@ stats, workers, events, tasks submitted over HTTP) through the dtq HTTP API
 ServiceAccount (or --api-token). Installed on the PATH it is the kubectl plugin
 "kubectl dtq". "dev" runs the whole product on this machine.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dtq"},
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)

@@ -53,6 +53,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
@@ -75,7 +76,7 @@ type options struct {
 	workerRedisSecret                string
 	leaderElect, secureMetrics       bool
 	routineEvents, isolation         bool
-	allowEviction                    bool
+	allowEviction, printVersion      bool
 	qps                              float64
 	burst                            int
 	history                          controllers.HistoryOptions
@@ -85,6 +86,7 @@ type options struct {
 // bindFlags defines the manager's flags on fs.
 func bindFlags(fs *flag.FlagSet) *options {
 	o := &options{zap: zapOptions()}
+	fs.BoolVar(&o.printVersion, "version", false, "Print the version and exit.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint (:8443 HTTPS, :8080 HTTP, 0 disables).")
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorisation.")
@@ -139,6 +141,10 @@ func zapOptions() zap.Options {
 func main() {
 	o := bindFlags(flag.CommandLine)
 	flag.Parse()
+	if o.printVersion {
+		fmt.Println(version.String())
+		return
+	}
 	log := zap.New(zap.UseFlagOptions(&o.zap))
 	ctrl.SetLogger(log)
 	klog.SetLogger(log.WithName("client-go"))

@@ -49,6 +49,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
 // Options configures Start. Paths may be relative to the working directory.
@@ -180,7 +181,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, errors.New("devstack: RedisVia cannot route a Redis Cluster (its clients dial the nodes' own addresses)")
 	}
 	if opts.WorkerImage == "" {
-		opts.WorkerImage = "ghcr.io/dtq-dev/dtq-worker:latest"
+		opts.WorkerImage = version.Image("dtq-worker")
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
