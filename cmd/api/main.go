@@ -194,12 +194,18 @@ func run(f flags, log *slog.Logger) error {
 	if err := redisconn.Instrument(rdb, reg); err != nil {
 		return err
 	}
+	reg.MustRegister(version.BuildInfo())
+	b := broker.New(rdb)
+	pod, _ := os.Hostname()
+	go b.RunComponentRecord(ctx, broker.Component{Component: broker.ComponentAPI, Pod: pod, Version: version.Version, Commit: version.Commit},
+		func(err error) { log.Warn("Failed to record the API's version in Redis", "error", err) })
 	api, err := httpapi.New(httpapi.Options{
-		Broker:                broker.New(rdb),
+		Broker:                b,
 		Events:                broker.New(events),
 		Auth:                  auth,
 		PauseQueue:            httpapi.KubernetesPauser(kc),
 		Schedules:             kc,
+		Queues:                httpapi.KubernetesQueues(kc),
 		Ready:                 func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Log:                   log,
 		Registry:              reg,

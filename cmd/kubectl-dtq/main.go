@@ -76,6 +76,7 @@ ServiceAccount (or --api-token). Installed on the PATH it is the kubectl plugin
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().Bool("version", false, "Print the version and exit (the line of kubectl dtq version's Client).")
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
@@ -98,5 +99,6 @@ ServiceAccount (or --api-token). Installed on the PATH it is the kubectl plugin
 		cmd.GroupID = "local"
 		root.AddCommand(cmd)
 	}
+	root.AddCommand(newVersionCommand(c))
 	return root
 }

@@ -175,6 +175,10 @@ func main() {
 		setupLog.Error(err, "Failed to register Redis metrics")
 		os.Exit(1)
 	}
+	if err := ctrlmetrics.Registry.Register(version.BuildInfo()); err != nil {
+		setupLog.Error(err, "Failed to register dtq_build_info")
+		os.Exit(1)
+	}
 
 	metricsOpts := metricsserver.Options{
 		BindAddress:   o.metricsAddr,
@@ -233,6 +237,10 @@ func main() {
 	}
 	if err := controllers.Setup(mgr, rdb, controllers.Options{Workers: workers, RoutineTaskEvents: o.routineEvents, History: o.history}); err != nil {
 		setupLog.Error(err, "Failed to set up controllers")
+		os.Exit(1)
+	}
+	if err := mgr.Add(newVersionRecord(broker.New(rdb))); err != nil {
+		setupLog.Error(err, "Failed to add the version record")
 		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -318,3 +326,23 @@ func envOr(key, def string) string {
 	}
 	return def
 }
+
+// versionRecord records this manager's build in Redis (broker.Component) for
+// GET /api/v1/version, on every replica: the elected one and the standbys.
+type versionRecord struct {
+	b *broker.Broker
+	c broker.Component
+}
+
+func newVersionRecord(b *broker.Broker) versionRecord {
+	pod, _ := os.Hostname()
+	return versionRecord{b: b, c: broker.Component{Component: broker.ComponentManager, Pod: pod, Version: version.Version, Commit: version.Commit}}
+}
+
+func (r versionRecord) Start(ctx context.Context) error {
+	r.b.RunComponentRecord(ctx, r.c, func(err error) { setupLog.Error(err, "Failed to record the manager's version in Redis") })
+	return nil
+}
+
+// NeedLeaderElection is false: standbys record their version too.
+func (versionRecord) NeedLeaderElection() bool { return false }

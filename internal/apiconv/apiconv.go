@@ -168,7 +168,7 @@ func Stats(q broker.QueueRef, m broker.QueueMetrics, workers int, now time.Time)
 // Worker converts a worker's heartbeat record.
 func Worker(w broker.WorkerInfo) client.Worker {
 	return client.Worker{WorkerID: w.ID, Hostname: w.Hostname, Status: w.Status, Concurrency: w.Concurrency,
-		InFlight: w.Active, StartedAt: w.StartedAt, LastHeartbeat: w.LastHeartbeat}
+		InFlight: w.Active, StartedAt: w.StartedAt, LastHeartbeat: w.LastHeartbeat, Version: w.Version, Commit: w.Commit}
 }
 
 // DeadLetter converts a dead-letter entry.

@@ -33,7 +33,8 @@ func (b *Broker) Heartbeat(ctx context.Context, q QueueRef, w WorkerInfo, interv
 	now, _ := b.now()
 	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, k.worker(w.ID), "id", w.ID, "hostname", w.Hostname, "concurrency", w.Concurrency,
-			"active", w.Active, "status", w.Status, "started_at", msOrZero(w.StartedAt), "last_heartbeat", now)
+			"active", w.Active, "status", w.Status, "started_at", msOrZero(w.StartedAt), "last_heartbeat", now,
+			"version", w.Version, "commit", w.Commit)
 		p.PExpire(ctx, k.worker(w.ID), 3*interval)
 		p.ZAdd(ctx, k.workers(), redis.Z{Score: float64(now), Member: w.ID})
 		p.PExpire(ctx, k.workers(), 3*interval)
@@ -71,20 +72,61 @@ func (b *Broker) Workers(ctx context.Context, q QueueRef) ([]WorkerInfo, error) 
 			gone = append(gone, ids[i])
 			continue
 		}
-		n := func(f string) int64 { v, _ := strconv.ParseInt(m[f], 10, 64); return v }
-		t := func(f string) time.Time {
-			if v := n(f); v > 0 {
-				return time.UnixMilli(v).UTC()
-			}
-			return time.Time{}
-		}
-		out = append(out, WorkerInfo{ID: m["id"], Hostname: m["hostname"], Concurrency: int(n("concurrency")),
-			Active: int(n("active")), Status: m["status"], StartedAt: t("started_at"), LastHeartbeat: t("last_heartbeat")})
+		out = append(out, workerInfo(m))
 	}
 	if len(gone) > 0 {
 		b.rdb.ZRem(ctx, k.workers(), gone...)
 	}
 	return out, nil
+}
+
+// WorkersOf lists the live workers of every queue of qs, with two pipelines
+// whatever their number (for a count across the cluster); unlike Workers it
+// forgets no expired record.
+func (b *Broker) WorkersOf(ctx context.Context, qs []QueueRef) ([]WorkerInfo, error) {
+	sets := make([]*redis.StringSliceCmd, len(qs))
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range qs {
+			sets[i] = p.ZRange(ctx, keysFor(q).workers(), 0, -1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: list workers of %d queues: %w", len(qs), err)
+	}
+	var recs []*redis.MapStringStringCmd
+	_, err = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range qs {
+			for _, id := range sets[i].Val() {
+				recs = append(recs, p.HGetAll(ctx, keysFor(q).worker(id)))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: read workers of %d queues: %w", len(qs), err)
+	}
+	var out []WorkerInfo
+	for _, c := range recs {
+		if m := c.Val(); len(m) > 0 {
+			out = append(out, workerInfo(m))
+		}
+	}
+	return out, nil
+}
+
+// workerInfo reads a worker record written by Heartbeat.
+func workerInfo(m map[string]string) WorkerInfo {
+	n := func(f string) int64 { v, _ := strconv.ParseInt(m[f], 10, 64); return v }
+	t := func(f string) time.Time {
+		if v := n(f); v > 0 {
+			return time.UnixMilli(v).UTC()
+		}
+		return time.Time{}
+	}
+	return WorkerInfo{ID: m["id"], Hostname: m["hostname"], Concurrency: int(n("concurrency")),
+		Active: int(n("active")), Status: m["status"], StartedAt: t("started_at"), LastHeartbeat: t("last_heartbeat"),
+		Version: m["version"], Commit: m["commit"]}
 }
 
 // RemoveConsumer deletes a consumer from the group only when it has no pending

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/internal/wait"
 )
 
@@ -282,6 +283,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	info := broker.WorkerInfo{
 		ID: s.cfg.WorkerID, Hostname: s.hostname, Concurrency: s.cfg.Concurrency,
 		Active: len(s.inflight), Status: s.statusLocked(), StartedAt: s.startedAt, LastHeartbeat: time.Now(),
+		Version: version.Version, Commit: version.Commit,
 	}
 	var es []*execution
 	var xs []broker.Execution
