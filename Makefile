@@ -17,7 +17,6 @@ IMAGE_ARCH ?= $(shell go env GOARCH)
 # The images' creation time (their org.opencontainers.image.created label): the
 # commit's, so a rebuild of one commit gives the same digests.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-export SOURCE_DATE_EPOCH
 CONTAINER_TOOL ?= docker
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -137,7 +136,7 @@ run: ## Run the manager against the cluster in ~/.kube/config.
 
 .PHONY: images
 images: ## Build the images without Docker: OCI layouts in bin/images/<name>, for `crane push`.
-	go run ./hack/images -out $(LOCALBIN)/images -registry $(IMAGE_REGISTRY) -tag $(IMAGE_TAG) -arch $(IMAGE_ARCH) -commit "$(COMMIT)"
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/images -out $(LOCALBIN)/images -registry $(IMAGE_REGISTRY) -tag $(IMAGE_TAG) -arch $(IMAGE_ARCH) -commit "$(COMMIT)"
 
 .PHONY: docker-build
 docker-build: ## Build the manager, API and worker images (needs a Docker engine).

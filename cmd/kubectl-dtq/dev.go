@@ -107,11 +107,11 @@ func runDev(f devFlags) error {
 		f.assetsDir = os.Getenv("KUBEBUILDER_ASSETS")
 	}
 	if f.assetsDir == "" {
-		version := os.Getenv("K8S_VERSION")
-		if version == "" {
-			version = "1.37.2"
+		k8s := os.Getenv("K8S_VERSION")
+		if k8s == "" {
+			k8s = "1.37.2"
 		}
-		f.assetsDir = filepath.Join(f.binDir, "k8s", version+"-"+runtime.GOOS+"-"+runtime.GOARCH)
+		f.assetsDir = filepath.Join(f.binDir, "k8s", k8s+"-"+runtime.GOOS+"-"+runtime.GOARCH)
 	}
 	level := slog.LevelInfo
 	if f.quiet {
@@ -133,7 +133,7 @@ func runDev(f devFlags) error {
 		ManagerBin:   filepath.Join(f.binDir, "manager"),
 		WorkerBin:    filepath.Join(f.binDir, "worker"),
 		APIBin:       filepath.Join(f.binDir, "api"),
-		ClusterRoles: []string{"config/rbac/producer_role.yaml", "config/rbac/queue_operator_role.yaml"},
+		ClusterRoles: []string{"config/rbac/producer_role.yaml", "config/rbac/queue_operator_role.yaml", "config/api/version_reader_role.yaml"},
 		CRDDir:       f.crdDir,
 		AdmissionDir: f.admissionDir,
 		SampleDirs:   samples,

@@ -131,7 +131,7 @@ func run(m *testing.M) int {
 			CRDDir:       filepath.Join(root, "config", "crd", "bases"),
 			AdmissionDir: filepath.Join(root, "config", "admission"),
 			ClusterRoles: []string{filepath.Join(root, "config", "rbac", "producer_role.yaml"),
-				filepath.Join(root, "config", "rbac", "queue_operator_role.yaml")},
+				filepath.Join(root, "config", "rbac", "queue_operator_role.yaml"), filepath.Join(root, "config", "api", "version_reader_role.yaml")},
 			// Nothing acknowledged may be lost when redis-server is killed.
 			RedisFsync:   "always",
 			RedisCluster: e == cluster,
