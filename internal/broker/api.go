@@ -325,4 +325,7 @@ type WorkerInfo struct {
 	Status        string // starting, ready, busy, draining, stopped
 	StartedAt     time.Time
 	LastHeartbeat time.Time
+	// Layout is the newest Redis layout the worker reads (layoutversion.go),
+	// written by Heartbeat; 1 for a worker of a release before the layout version.
+	Layout int
 }
