@@ -91,10 +91,10 @@ func (e *LayoutError) Error() string {
 	}
 	if e.Found > e.Max {
 		return fmt.Sprintf("%s; this binary reads layouts %d..%d: upgrade this component to a release that reads layout %d "+
-			"(see docs/upgrade.md, \"Redis layout version\"); it wrote nothing to Redis", where, e.Min, e.Max, e.Found)
+			"(see docs/upgrade.md, \"Redis layout version\")", where, e.Min, e.Max, e.Found)
 	}
 	return fmt.Sprintf("%s, migrated only to layout %d; this binary reads layouts %d..%d: run a manager of an earlier release "+
-		"until it has migrated every key to layout %d (see docs/upgrade.md, \"Redis layout version\"); it wrote nothing to Redis",
+		"until it has migrated every key to layout %d (see docs/upgrade.md, \"Redis layout version\")",
 		where, e.Migrated, e.Min, e.Max, e.Min)
 }
 
