@@ -235,6 +235,10 @@ func main() {
 		setupLog.Error(err, "Failed to set up controllers")
 		os.Exit(1)
 	}
+	if err := mgr.Add(migrator{b: layout, c: mgr.GetClient(), steps: broker.Migrations()}); err != nil {
+		setupLog.Error(err, "Failed to set up the Redis layout migrations")
+		os.Exit(1)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "Failed to set up health check")
 		os.Exit(1)

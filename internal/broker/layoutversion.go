@@ -280,8 +280,8 @@ return {1}
 // heartbeat when they run), but only when every live worker of q reads n:
 // otherwise it changes nothing on q and returns those workers. It raises the
 // global record to n first, so managers and APIs of older releases stop too.
-// A queue EnsureQueue has not created is left alone (nil, nil). Only the
-// manager calls it, before it writes data of layout n into q.
+// A queue EnsureQueue has not created is left alone (ErrQueueNotFound). Only
+// the manager calls it, before it writes data of layout n into q.
 func (b *Broker) RaiseQueueLayout(ctx context.Context, q QueueRef, n int) (behind []string, err error) {
 	if n > b.maxLayout {
 		return nil, fmt.Errorf("broker: raise %s to layout %d: this build reads layouts up to %d", q, n, b.maxLayout)
@@ -297,8 +297,11 @@ func (b *Broker) RaiseQueueLayout(ctx context.Context, q QueueRef, n int) (behin
 	if err != nil {
 		return nil, fmt.Errorf("broker: raise %s to layout %d: %w", q, n, err)
 	}
-	if len(res) > 1 {
+	switch {
+	case len(res) > 1:
 		return replyStrings(res[1:]), nil
+	case res[0] == int64(0):
+		return nil, &Error{Code: CodeQueueNotFound, Message: "queue " + q.String() + " not found"}
 	}
 	return nil, nil
 }

@@ -186,8 +186,8 @@ func TestQueueLayoutAndWorkers(t *testing.T) {
 	}
 	// A queue EnsureQueue never created is left alone.
 	missing := QueueRef{Namespace: "ns", Name: "missing"}
-	if behind, err := next.RaiseQueueLayout(ctx, missing, 2); err != nil || behind != nil {
-		t.Fatalf("RaiseQueueLayout of a missing queue = %v, %v", behind, err)
+	if behind, err := next.RaiseQueueLayout(ctx, missing, 2); !errors.Is(err, ErrQueueNotFound) || behind != nil {
+		t.Fatalf("RaiseQueueLayout of a missing queue = %v, %v; want ErrQueueNotFound", behind, err)
 	}
 	if e.rdb.Exists(ctx, keysFor(missing).config()).Val() != 0 {
 		t.Error("RaiseQueueLayout created a missing queue's config")
