@@ -161,6 +161,20 @@ func run(f flags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The Redis layout (docs/upgrade.md, "Redis layout version"): checked
+	// before the API writes anything, and again every LayoutCheckInterval.
+	b := broker.New(rdb)
+	if err := b.CheckLayout(ctx); err != nil {
+		return err
+	}
+	ctx, stopLayout := context.WithCancelCause(ctx)
+	defer stopLayout(nil)
+	go broker.WatchLayout(ctx, broker.LayoutCheckInterval, b.CheckLayout, func(err error) {
+		log.Error("Stopping: Redis now holds a dtq layout this API cannot read", "error", err)
+		_ = rdb.Close() // no request writes to Redis from here on
+		_ = events.Close()
+		stopLayout(err)
+	})
 
 	kube, err := ctrl.GetConfig()
 	if err != nil {
@@ -195,7 +209,6 @@ func run(f flags, log *slog.Logger) error {
 		return err
 	}
 	reg.MustRegister(version.BuildInfo())
-	b := broker.New(rdb)
 	pod, _ := os.Hostname()
 	go b.RunComponentRecord(ctx, broker.Component{Component: broker.ComponentAPI, Pod: pod, Version: version.Version, Commit: version.Commit},
 		func(err error) { log.Warn("Failed to record the API's version in Redis", "error", err) })
@@ -220,7 +233,13 @@ func run(f flags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, f, api, log)
+	if err := serve(ctx, f, api, log); err != nil {
+		return err
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, broker.ErrLayoutUnknown) {
+		return cause
+	}
+	return nil
 }
 
 // serve listens until ctx ends, then ends the events streams (their clients

@@ -170,6 +170,12 @@ func main() {
 		setupLog.Error(err, "Redis is not fit for dtq; fix the setting, or pass --allow-redis-eviction to start anyway")
 		os.Exit(1)
 	}
+	// Before anything else writes to Redis or the API server is reached.
+	layout := broker.New(rdb)
+	if err := ensureLayout(layout); err != nil {
+		setupLog.Error(err, "Redis holds a dtq layout this manager cannot read")
+		os.Exit(1)
+	}
 
 	if err := redisconn.Instrument(rdb, ctrlmetrics.Registry); err != nil {
 		setupLog.Error(err, "Failed to register Redis metrics")
@@ -243,6 +249,10 @@ func main() {
 		setupLog.Error(err, "Failed to add the version record")
 		os.Exit(1)
 	}
+	if err := mgr.Add(migrator{b: layout, c: mgr.GetClient(), steps: broker.Migrations()}); err != nil {
+		setupLog.Error(err, "Failed to set up the Redis layout migrations")
+		os.Exit(1)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "Failed to set up health check")
 		os.Exit(1)
@@ -252,11 +262,29 @@ func main() {
 		os.Exit(1)
 	}
 
+	ctx, stop := context.WithCancelCause(ctrl.SetupSignalHandler())
+	go broker.WatchLayout(ctx, broker.LayoutCheckInterval, layout.CheckLayout, func(err error) {
+		setupLog.Error(err, "Stopping: Redis now holds a dtq layout this manager cannot read")
+		_ = rdb.Close() // no reconcile writes to Redis from here on
+		stop(err)
+	})
 	setupLog.Info("Starting manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
+	if errors.Is(context.Cause(ctx), broker.ErrLayoutUnknown) {
+		os.Exit(1)
+	}
+}
+
+// ensureLayout checks the Redis layout record (docs/upgrade.md, "Redis
+// layout version") and writes it when absent; it writes nothing when the
+// record names a layout this build cannot read.
+func ensureLayout(b *broker.Broker) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return b.EnsureLayout(ctx)
 }
 
 // connectRedis builds the client and pings the server, so a wrong URL or

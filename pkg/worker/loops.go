@@ -21,6 +21,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -296,7 +297,13 @@ func (s *Server) heartbeat(ctx context.Context) {
 	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	if err := s.b.Heartbeat(cctx, s.q, info, s.cfg.HeartbeatInterval); err != nil && ctx.Err() == nil {
+	if s.failure() != nil {
+		return
+	}
+	if err := s.b.Heartbeat(cctx, s.q, info, s.cfg.HeartbeatInterval); errors.Is(err, broker.ErrLayoutUnknown) {
+		s.fail(err)
+		return
+	} else if err != nil && ctx.Err() == nil {
 		s.log.Warn("Heartbeat", "error", err)
 	}
 	if len(xs) == 0 {
