@@ -350,12 +350,12 @@ func (cl *cluster) rolledOut(ctx context.Context, ns string, deployments []strin
 }
 
 // checkImageIDs checks the image every container of the upgrade's pods runs
-// by the image ID the kubelet reports: this commit's image of the name the
-// pod asks for.
+// by the image ID the kubelet reports (containerd's ID of an imported image,
+// its config digest): this commit's image of the reference the pod names.
 func (cl *cluster) checkImageIDs(t *testing.T, prev, next *release) {
 	same := 0
-	for ref, id := range next.ids {
-		if prev.ids[strings.Replace(ref, ":"+next.tag, ":"+prev.tag, 1)] == id {
+	for img, ref := range next.refs {
+		if prev.ids[prev.refs[img].String()] == next.ids[ref.String()] {
 			same++
 		}
 	}
@@ -369,14 +369,15 @@ func (cl *cluster) checkImageIDs(t *testing.T, prev, next *release) {
 		for _, p := range pods.Items {
 			for _, s := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
 				spec := containerImage(&p, s.Name)
-				if want := next.ids[spec]; want == "" || !strings.Contains(s.ImageID, want) {
+				if want := next.ids[spec]; want == "" || s.ImageID != want {
 					t.Errorf("pod %s/%s container %s (%s) runs image %s, want %s", ns, p.Name, s.Name, spec, s.ImageID, want)
+					continue
 				}
 				n++
 			}
 		}
 	}
-	t.Logf("%d containers run this commit's images (by image ID)", n)
+	t.Logf("%d containers run this commit's images by their image ID", n)
 }
 
 func containerImage(p *corev1.Pod, container string) string {
