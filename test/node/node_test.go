@@ -67,9 +67,10 @@ import (
 const system = "dtq-system"
 
 func TestNode(t *testing.T) {
+	prev, next := readReleases(t)
 	cl := startCluster(t)
 	// The upgrade runs first, on the empty cluster, and removes its release.
-	if !t.Run("Upgrade", cl.upgrade) {
+	if !t.Run("Upgrade", func(t *testing.T) { cl.upgrade(t, prev, next) }) {
 		t.FailNow()
 	}
 	if !t.Run("Install", func(t *testing.T) { cl.install(t, cl.pki) }) {
@@ -107,7 +108,7 @@ func (cl *cluster) install(t *testing.T, p *pki) {
 	must(t, applyRetrying(ctx, cl.c, objs))
 	must(t, cl.c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "dtq-redis", Namespace: system},
-		StringData: map[string]string{"url": "redis://" + gatewayIP + ":" + port(cl.redis.Addr) + "/0"},
+		StringData: map[string]string{"url": cl.redisURL()},
 	}))
 	crt, key := p.issue(t, "dtq-api", &x509.Certificate{
 		DNSNames:    []string{"dtq-api", "dtq-api.dtq-system", "dtq-api.dtq-system.svc"},

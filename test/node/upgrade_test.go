@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +46,7 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/testutil"
+	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 )
 
 // The upgrade step (docs/upgrade-node.md): the previous release
@@ -73,17 +75,18 @@ var upgradeDeployments = map[string][]string{
 
 // release is one side of the upgrade: a chart and its images.
 type release struct {
-	name  string              // for messages
-	chart string              // the chart's folder
-	tag   string              // the tag of all its images
-	refs  map[string]name.Tag // by image name (dtq-manager ...)
-	ids   map[string]string   // image ID (config digest) by reference
+	name   string              // for messages
+	chart  string              // the chart's folder
+	images string              // the folder of its OCI layouts
+	tag    string              // the tag of all its images
+	refs   map[string]name.Tag // by image name (dtq-manager ...)
+	ids    map[string]string   // image ID (config digest) by reference
 }
 
 // readRelease reads the chart folder and the OCI layouts of `make images`
 // in images: the tag and the image ID of each image.
 func readRelease(what, chartDir, images string) (*release, error) {
-	r := &release{name: what, chart: chartDir, refs: map[string]name.Tag{}, ids: map[string]string{}}
+	r := &release{name: what, chart: chartDir, images: images, refs: map[string]name.Tag{}, ids: map[string]string{}}
 	for _, img := range chartImages {
 		ref, id, err := layoutRef(filepath.Join(images, img))
 		if err != nil {
@@ -110,58 +113,87 @@ func (r *release) values(redisURL string) map[string]any {
 	return v
 }
 
-func (cl *cluster) upgrade(t *testing.T) {
-	ctx := t.Context()
-	prev, next := cl.upgradeReleases(t)
+// upgrade is TestNode's Upgrade step, from prev to next (readReleases).
+func (cl *cluster) upgrade(t *testing.T, prev, next *release) {
+	cl.importReleases(t, prev, next)
 	t.Logf("upgrading from %s (images %s) to %s (images %s)", prev.name, prev.tag, next.name, next.tag)
-	redisURL := "redis://" + gatewayIP + ":" + port(cl.redis.Addr) + "/0"
 	hc := cl.helm(t)
-
-	// The previous release, its workers and work finished on it.
-	in := action.NewInstall(hc)
-	in.ReleaseName, in.Namespace, in.CreateNamespace = upgradeRelease, upgradeSystem, true
-	if _, err := in.RunWithContext(ctx, loadChart(t, prev.chart), prev.values(redisURL)); err != nil {
-		t.Fatalf("helm install %s: %v", prev.name, err)
-	}
-	logDir := filepath.Join(cl.dir, "upgrade-chaos")
-	chaosLog := filepath.Join(logDir, "log.jsonl")
-	must(t, os.MkdirAll(logDir, 0o777))
-	must(t, os.Chmod(logDir, 0o777))
-	must(t, cl.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: upgradeNS}}))
-	must(t, cl.c.Create(ctx, newChaosQueue(upgradeNS, prev.refs["dtq-worker"].String(), logDir)))
-	must(t, cl.c.Create(ctx, testutil.MakeQueue("plain", upgradeNS).Replicas(1, 1).Obj()))
-	cl.waitRolledOut(t, prev)
+	chaosLog := cl.installPrevious(t, hc, prev)
 	finished := cl.createChaosWith(t, upgradeNS, "finished", 20, nil)
 	if r := cl.checkChaos(t, upgradeNS, finished, chaosLog); !r.OK() || r.Accepted != len(finished) {
 		t.Fatalf("before the upgrade: want %d accepted, 0 lost, 0 duplicated: %s\n%s", len(finished), r, r.Details(20))
 	}
 	oldWorkers := cl.podNames(t, upgradeNS, "q")
 
-	// The upgrade, with tasks queued and running on the old workers and new
-	// ones created throughout.
+	// Tasks queued and running on the old workers; every tenth chaos task
+	// holds 20 s, so the old workers still run them when the rollout stops
+	// them (they drain for up to 30 s).
 	var sleeps []string
 	for i := range 8 {
 		key := fmt.Sprintf("sleep-%03d", i)
-		must(t, cl.createSleepTask(ctx, key))
+		must(t, cl.createSleepTask(t.Context(), key))
 		sleeps = append(sleeps, key)
 	}
-	// Every tenth holds 20 s: the old workers still run them when the
-	// rollout stops them (they drain for up to 30 s).
 	inflight := cl.createChaosWith(t, upgradeNS, "inflight", 60, func(i int, p *demo.ChaosPayload) {
 		if i%10 == 5 {
 			p.HoldSeconds = 20
 		}
 	})
+	during := cl.upgradeUnderLoad(t, hc, next)
+	sleeps = append(sleeps, during.sleeps...)
+	after := cl.createChaosWith(t, upgradeNS, "after", 20, nil)
+
+	// The images the pods run, every task once, work done by both versions.
+	cl.checkImageIDs(t, prev, next)
+	all := slices.Concat(finished, inflight, during.chaos, after)
+	r := cl.checkChaos(t, upgradeNS, all, chaosLog)
+	if !r.OK() || r.Accepted != len(all) {
+		t.Errorf("want %d accepted, 0 lost, 0 duplicated: %s\n%s", len(all), r, r.Details(20))
+	}
+	cl.checkVersions(t, chaosLog, oldWorkers, cl.podNames(t, upgradeNS, "q"))
+	cl.checkSucceeded(t, upgradeNS, sleeps)
+	t.Logf("%d chaos tasks (%d finished before, %d queued or running at, %d created during, %d after the upgrade), %d sleep tasks",
+		len(all), len(finished), len(inflight), len(during.chaos), len(after), len(sleeps))
+
+	cl.removeUpgrade(t, hc)
+}
+
+// installPrevious installs the previous release with Helm and the Queues q
+// (chaos, on the previous worker image) and plain, and waits until their
+// pods are ready. It returns the chaos log's path.
+func (cl *cluster) installPrevious(t *testing.T, hc *action.Configuration, prev *release) string {
+	ctx := t.Context()
+	in := action.NewInstall(hc)
+	in.ReleaseName, in.Namespace, in.CreateNamespace = upgradeRelease, upgradeSystem, true
+	if _, err := in.RunWithContext(ctx, loadChart(t, prev.chart), prev.values(cl.redisURL())); err != nil {
+		t.Fatalf("helm install %s: %v", prev.name, err)
+	}
+	logDir := filepath.Join(cl.dir, "upgrade-chaos")
+	must(t, os.MkdirAll(logDir, 0o777))
+	must(t, os.Chmod(logDir, 0o777))
+	must(t, cl.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: upgradeNS}}))
+	must(t, cl.c.Create(ctx, newChaosQueue(upgradeNS, prev.refs["dtq-worker"].String(), logDir)))
+	must(t, cl.c.Create(ctx, testutil.MakeQueue("plain", upgradeNS).Replicas(1, 1).Obj()))
+	cl.waitRolledOut(t, prev)
+	return filepath.Join(logDir, "log.jsonl")
+}
+
+// upgradeUnderLoad waits for a worker with tasks in flight, runs `helm
+// upgrade` to next while it creates Tasks (createUntil), moves the chaos
+// Queue to next's worker image, and waits until every pod runs next's
+// images. It returns the Tasks it created.
+func (cl *cluster) upgradeUnderLoad(t *testing.T, hc *action.Configuration, next *release) load {
+	ctx := t.Context()
 	_, active := cl.busyWorker(t, upgradeNS)
 	stop := make(chan struct{})
 	created := make(chan load, 1)
 	go func() { created <- cl.createUntil(ctx, t, stop) }()
+	var during load
+	stopCreating := sync.OnceFunc(func() { close(stop); during = <-created })
+	t.Cleanup(stopCreating)
 	up := action.NewUpgrade(hc)
 	up.Namespace = upgradeSystem
-	_, err := up.RunWithContext(ctx, upgradeRelease, loadChart(t, next.chart), next.values(redisURL))
-	if err != nil {
-		close(stop)
-		<-created
+	if _, err := up.RunWithContext(ctx, upgradeRelease, loadChart(t, next.chart), next.values(cl.redisURL())); err != nil {
 		t.Fatalf("helm upgrade to %s: %v", next.name, err)
 	}
 	t.Logf("helm upgrade to %s with %d tasks running on the busiest old worker", next.name, active)
@@ -173,36 +205,24 @@ func (cl *cluster) upgrade(t *testing.T) {
 	q.Spec.WorkerTemplate.Spec.Containers[0].Image = next.refs["dtq-worker"].String()
 	must(t, cl.c.Patch(ctx, &q, patch))
 	cl.waitRolledOut(t, next)
-	close(stop)
-	got := <-created
-	during := got.chaos
-	sleeps = append(sleeps, got.sleeps...)
-	after := cl.createChaosWith(t, upgradeNS, "after", 20, nil)
-
-	// The checks: the images the pods run, every task once, and work done by
-	// both versions' workers.
-	cl.checkImageIDs(t, prev, next)
-	all := slices.Concat(finished, inflight, during, after)
-	r := cl.checkChaos(t, upgradeNS, all, chaosLog)
-	if !r.OK() || r.Accepted != len(all) {
-		t.Errorf("want %d accepted, 0 lost, 0 duplicated: %s\n%s", len(all), r, r.Details(20))
-	}
-	cl.checkVersions(t, chaosLog, oldWorkers, cl.podNames(t, upgradeNS, "q"))
-	cl.checkSucceeded(t, upgradeNS, sleeps)
-	t.Logf("%d chaos tasks (%d finished before, %d queued or running at, %d created during, %d after the upgrade), %d sleep tasks",
-		len(all), len(finished), len(inflight), len(during), len(after), len(sleeps))
-
-	cl.removeUpgrade(t, hc)
+	stopCreating()
+	return during
 }
 
-// upgradeReleases reads the previous release (hack/previous-images.sh, or
-// the folder in DTQ_PREVIOUS_RELEASE) and this commit's chart and images
-// (bin/images), and imports the previous release's images into containerd
-// and this commit's under their tag.
-func (cl *cluster) upgradeReleases(t *testing.T) (prev, next *release) {
+// redisURL is the test's Redis as pods reach it.
+func (cl *cluster) redisURL() string {
+	return "redis://" + gatewayIP + ":" + port(cl.redis.Addr) + "/0"
+}
+
+// readReleases reads the previous release (the folder in
+// DTQ_PREVIOUS_RELEASE, or hack/previous-images.sh's, which builds it when
+// needed and fails when the commit is missing) and this commit's chart and
+// images (bin/images). TestNode calls it before it starts the node.
+func readReleases(t *testing.T) (prev, next *release) {
+	root := envtestutil.RepoRoot()
 	dir := os.Getenv("DTQ_PREVIOUS_RELEASE")
 	if dir == "" {
-		out, err := exec.Command(filepath.Join(cl.root, "hack", "previous-images.sh")).Output()
+		out, err := exec.Command(filepath.Join(root, "hack", "previous-images.sh")).Output()
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			t.Fatalf("hack/previous-images.sh: %v: %s", err, exit.Stderr)
@@ -212,8 +232,10 @@ func (cl *cluster) upgradeReleases(t *testing.T) (prev, next *release) {
 	}
 	prev, err := readRelease("the previous release", filepath.Join(dir, "chart"), filepath.Join(dir, "images"))
 	must(t, err)
-	next, err = readRelease("this commit", filepath.Join(cl.root, "dist", "chart"), filepath.Join(cl.root, "bin", "images"))
-	must(t, err)
+	next, err = readRelease("this commit", filepath.Join(root, "dist", "chart"), filepath.Join(root, "bin", "images"))
+	if err != nil {
+		t.Fatalf("%v (make images builds bin/images)", err)
+	}
 	for _, r := range []*release{prev, next} {
 		if r.tag == "latest" {
 			t.Fatalf("%s's images are tagged latest: the kubelet pulls :latest (worker pods get imagePullPolicy Always) and this node has no registry", r.name)
@@ -222,21 +244,26 @@ func (cl *cluster) upgradeReleases(t *testing.T) (prev, next *release) {
 	if prev.tag == next.tag {
 		t.Fatalf("the previous release's images and this commit's have one tag, %s: the upgrade could not tell them apart", next.tag)
 	}
+	return prev, next
+}
+
+// importReleases imports the previous release's images into containerd, and
+// tags this commit's (imported by startContainerd under imageTag) with
+// their own tag.
+func (cl *cluster) importReleases(t *testing.T, prev, next *release) {
 	ctx := t.Context()
 	for img, ref := range prev.refs {
 		archive := filepath.Join(cl.dir, img+"-previous.tar")
-		must(t, layoutToArchive(filepath.Join(dir, "images", img), ref.String(), archive))
+		must(t, layoutToArchive(filepath.Join(prev.images, img), ref.String(), archive))
 		if out, err := cl.ctr(ctx, "images", "import", archive); err != nil {
 			t.Fatalf("import %s: %v: %s", ref, err, out)
 		}
 	}
-	// startContainerd imported bin/images under the tag imageTag.
 	for img, ref := range next.refs {
 		if out, err := cl.ctr(ctx, "images", "tag", "--force", "ghcr.io/dtq-dev/"+img+":"+imageTag, ref.String()); err != nil {
 			t.Fatalf("tag %s: %v: %s", ref, err, out)
 		}
 	}
-	return prev, next
 }
 
 // helm is a Helm action configuration for the release's namespace, on the
@@ -262,12 +289,14 @@ func loadChart(t *testing.T, dir string) *chart.Chart {
 type load struct{ chaos, sleeps []string }
 
 // createUntil creates a chaos Task every half second and a sleep Task every
-// two seconds until stop closes (at most 200 chaos Tasks).
+// two seconds until stop closes or ctx ends (at most 200 chaos Tasks).
 func (cl *cluster) createUntil(ctx context.Context, t *testing.T, stop <-chan struct{}) load {
 	var chaos, sleeps []string
 	for i := range 200 {
 		select {
 		case <-stop:
+			return load{chaos, sleeps}
+		case <-ctx.Done():
 			return load{chaos, sleeps}
 		case <-time.After(500 * time.Millisecond):
 		}
