@@ -163,6 +163,7 @@ func (cl *cluster) upgrade(t *testing.T, prev, next *release) {
 // pods are ready. It returns the chaos log's path.
 func (cl *cluster) installPrevious(t *testing.T, hc *action.Configuration, prev *release) string {
 	ctx := t.Context()
+	start := time.Now()
 	in := action.NewInstall(hc)
 	in.ReleaseName, in.Namespace, in.CreateNamespace = upgradeRelease, upgradeSystem, true
 	if _, err := in.RunWithContext(ctx, loadChart(t, prev.chart), prev.values(cl.redisURL())); err != nil {
@@ -175,6 +176,7 @@ func (cl *cluster) installPrevious(t *testing.T, hc *action.Configuration, prev 
 	must(t, cl.c.Create(ctx, newChaosQueue(upgradeNS, prev.refs["dtq-worker"].String(), logDir)))
 	must(t, cl.c.Create(ctx, testutil.MakeQueue("plain", upgradeNS).Replicas(1, 1).Obj()))
 	cl.waitRolledOut(t, prev)
+	t.Logf("the previous release's pods ready %s after helm install", time.Since(start).Round(time.Second))
 	return filepath.Join(logDir, "log.jsonl")
 }
 
@@ -191,6 +193,7 @@ func (cl *cluster) upgradeUnderLoad(t *testing.T, hc *action.Configuration, next
 	var during load
 	stopCreating := sync.OnceFunc(func() { close(stop); during = <-created })
 	t.Cleanup(stopCreating)
+	start := time.Now()
 	up := action.NewUpgrade(hc)
 	up.Namespace = upgradeSystem
 	if _, err := up.RunWithContext(ctx, upgradeRelease, loadChart(t, next.chart), next.values(cl.redisURL())); err != nil {
@@ -206,6 +209,7 @@ func (cl *cluster) upgradeUnderLoad(t *testing.T, hc *action.Configuration, next
 	must(t, cl.c.Patch(ctx, &q, patch))
 	cl.waitRolledOut(t, next)
 	stopCreating()
+	t.Logf("every pod on %s %s after helm upgrade", next.tag, time.Since(start).Round(time.Second))
 	return during
 }
 
@@ -493,6 +497,8 @@ func (cl *cluster) podNames(t *testing.T, ns, queue string) []string {
 // with the CRDs only (helm uninstall keeps them).
 func (cl *cluster) removeUpgrade(t *testing.T, hc *action.Configuration) {
 	ctx := t.Context()
+	start := time.Now()
+	defer func() { t.Logf("upgrade removed in %s", time.Since(start).Round(time.Second)) }()
 	must(t, cl.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: upgradeNS}}))
 	cl.waitGone(t, upgradeNS)
 	un := action.NewUninstall(hc)
