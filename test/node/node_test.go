@@ -21,8 +21,12 @@ limitations under the License.
 // (through the overlay in overlay/, which changes only the images' tag), the
 // manager, the API and the worker pods started by a real kubelet with runc,
 // against a kube-apiserver, kube-controller-manager and kube-scheduler. See
-// docs/install.md, "A real node". It needs root and the node parts of
-// hack/node-assets.sh (make node); it fails, never skips, without them.
+// docs/install.md, "A real node". Before that install, on the same node, it
+// upgrades the previous release with Helm (upgrade_test.go,
+// docs/upgrade-node.md). It needs root, the node parts of
+// hack/node-assets.sh (make node) and the previous release of
+// hack/previous-images.sh (make previous-images); it fails, never skips,
+// without them.
 package node
 
 import (
