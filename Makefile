@@ -82,7 +82,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml; fails on any fin
 	"$(GOLANGCI_LINT)" run ./...
 
 .PHONY: test
-test: vet lint envtest redis chromium handler-runtimes node images kustomize ## Run every test: lint, unit, Redis integration, envtest integration, end to end, the real node.
+test: vet lint envtest redis chromium handler-runtimes node images previous-images kustomize ## Run every test: lint, unit, Redis integration, envtest integration, end to end, the real node.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(TEST_FLAGS) ./...
 	go test $(TEST_FLAGS) -race $(RACE_PKGS)
 	$(MAKE) test-node-run
@@ -96,15 +96,17 @@ FUZZ_TARGETS ?= ./internal/httpapi:FuzzDecodeSubmit ./internal/httpapi:FuzzDecod
 FUZZ_TIME ?= 10000x
 
 # The real-node test (test/node, docs/install.md "A real node"): dist/install.yaml and
-# the images of `make images` on a real kubelet and containerd. Needs root. Its files
+# the images of `make images` on a real kubelet and containerd, after the upgrade from
+# the previous release's chart and images (make previous-images). Needs root. Its files
 # carry the build tag `node`, so `go test ./...` leaves it to this target.
 .PHONY: test-node
-test-node: envtest redis kustomize node images ## Run the real-node test alone.
+test-node: envtest redis kustomize node images previous-images ## Run the real-node test alone.
 	$(MAKE) test-node-run
 
 .PHONY: test-node-run
 test-node-run:
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" DTQ_NODE_ASSETS="$$(hack/node-assets.sh)" go test -tags node $(TEST_FLAGS) -v ./test/node/...
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" DTQ_NODE_ASSETS="$$(hack/node-assets.sh)" \
+		DTQ_PREVIOUS_RELEASE="$$(hack/previous-images.sh)" go test -tags node $(TEST_FLAGS) -v ./test/node/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the request decoders and the events stream (SSE) parser, FUZZ_TIME per target.
@@ -193,6 +195,10 @@ undeploy: kustomize ## Remove the operator.
 .PHONY: envtest
 envtest: ## Build or reuse kube-apiserver, etcd and kubectl under bin/k8s.
 	@hack/envtest-assets.sh >/dev/null
+
+.PHONY: previous-images
+previous-images: ## Build or reuse the previous release's images and chart (test/upgrade/previous-release) under bin/previous-release/<commit>.
+	@hack/previous-images.sh >/dev/null
 
 .PHONY: node
 node: ## Build or reuse the parts of a real node under bin/node (kubelet, kube-scheduler, kube-controller-manager, containerd, a pause image; runc and CNI plugins from apt).
