@@ -71,7 +71,7 @@ server's is missing; either way it exits 0.`,
 			}
 			errOut := c.streams.ErrOut
 			if serverErr != nil {
-				_, _ = fmt.Fprintf(errOut, "No server version: the dtq HTTP API did not answer: %v\n", serverErr)
+				_, _ = fmt.Fprintf(errOut, "No server version from the dtq HTTP API: %v\n", serverErr)
 				if hint := apiTokenHint(serverErr); hint != "" {
 					_, _ = fmt.Fprintln(errOut, hint)
 				}

@@ -39,10 +39,7 @@ import (
 // server's is missing, and exits 0.
 func TestCLIVersion(t *testing.T) {
 	t.Parallel()
-	commit := version.GitCommit(t.Context(), envtestutil.RepoRoot())
-	if commit == "" {
-		commit = "unknown" // a source tree without Git: the build stamped nothing
-	}
+	commit := suiteCommit(t)
 	line := fmt.Sprintf("dtq %s (commit %s)", version.Version, commit)
 	for _, args := range [][]string{{"manager", "--version"}, {"api", "--version"}, {"worker", "--version"},
 		{"worker", "delivery", "--version"}, {"kubectl-dtq", "--version"}} {
@@ -91,6 +88,15 @@ func TestCLIVersion(t *testing.T) {
 	}
 
 	want(t, "version without the API", dtq(t, ns, "version", "--api-url", "http://127.0.0.1:1"), 0,
-		"^Client: "+regexp.QuoteMeta(line)+"\n$", `^No server version: the dtq HTTP API did not answer: .*127\.0\.0\.1:1`)
+		"^Client: "+regexp.QuoteMeta(line)+"\n$", `^No server version from the dtq HTTP API: .*127\.0\.0\.1:1`)
 	want(t, "version --client", dtq(t, ns, "version", "--client"), 0, "^Client: "+regexp.QuoteMeta(line)+"\n$", "^$")
+}
+
+// suiteCommit is the commit the suite's build stamped into the binaries
+// (devstack.Build): the checkout's, or "unknown" in a source tree without Git.
+func suiteCommit(t *testing.T) string {
+	if c := version.GitCommit(t.Context(), envtestutil.RepoRoot()); c != "" {
+		return c
+	}
+	return "unknown"
 }
