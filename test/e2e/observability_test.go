@@ -236,7 +236,7 @@ func TestMetricsAfterBurst(t *testing.T) {
 	}
 
 	// The manager's and the API's build, as their --version prints it.
-	build := fmt.Sprintf("dtq_build_info{commit=%s,version=%s}", suiteCommit(t), version.Version)
+	build := fmt.Sprintf("dtq_build_info{commit=%s,version=%s}", suiteCommit(), version.Version)
 	for what, scraped := range map[string]map[string]float64{"manager": redisAfter, "API": apiSeries} {
 		if err := diffSeries(map[string]float64{build: 1}, scraped, "dtq_"); err != nil {
 			t.Errorf("%s: %v", what, err)

@@ -26,7 +26,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
@@ -35,11 +34,11 @@ import (
 // version of internal/version/VERSION and the checked-out commit the suite's
 // build stamped; `kubectl dtq version` prints that line for the client and
 // the API, and the build the API replica, the manager and the workers of a
-// Queue report; without the API it prints the client's version, says why the
-// server's is missing, and exits 0.
+// Queue report; every authenticated user may read them; without the API it
+// prints the client's version, says why the server's is missing, and exits 0.
 func TestCLIVersion(t *testing.T) {
 	t.Parallel()
-	commit := suiteCommit(t)
+	commit := suiteCommit()
 	line := fmt.Sprintf("dtq %s (commit %s)", version.Version, commit)
 	for _, args := range [][]string{{"manager", "--version"}, {"api", "--version"}, {"worker", "--version"},
 		{"worker", "delivery", "--version"}, {"kubectl-dtq", "--version"}} {
@@ -87,16 +86,19 @@ func TestCLIVersion(t *testing.T) {
 		want(t, "version: the "+c+" row", r, 0, row(c), "")
 	}
 
+	// Any authenticated user may read the versions (config/api/version_reader_role.yaml).
+	want(t, "can-i get /api/v1/version", kubectl(t, ns, "auth", "can-i", "get", "/api/v1/version", "--as=system:serviceaccount:"+ns+":nobody"), 0, "^yes\n$", "")
+
 	want(t, "version without the API", dtq(t, ns, "version", "--api-url", "http://127.0.0.1:1"), 0,
 		"^Client: "+regexp.QuoteMeta(line)+"\n$", `^No server version from the dtq HTTP API: .*127\.0\.0\.1:1`)
 	want(t, "version --client", dtq(t, ns, "version", "--client"), 0, "^Client: "+regexp.QuoteMeta(line)+"\n$", "^$")
 }
 
-// suiteCommit is the commit the suite's build stamped into the binaries
-// (devstack.Build): the checkout's, or "unknown" in a source tree without Git.
-func suiteCommit(t *testing.T) string {
-	if c := version.GitCommit(t.Context(), envtestutil.RepoRoot()); c != "" {
-		return c
+// suiteCommit is what the suite's binaries say their commit is: the one
+// devstack.Build stamped, or "unknown" in a source tree without Git.
+func suiteCommit() string {
+	if builtCommit != "" {
+		return builtCommit
 	}
 	return "unknown"
 }
