@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,22 +45,18 @@ func (m migrator) Start(ctx context.Context) error {
 	if len(m.steps) == 0 {
 		return nil
 	}
-	for {
-		done, err := m.run(ctx)
-		if err != nil {
-			setupLog.Error(err, "Redis layout migration failed; trying again", "in", migrateEvery.String())
-		}
-		if done || wait.Sleep(ctx, migrateEvery) != nil {
-			return nil
-		}
+	for !m.run(ctx) && wait.Sleep(ctx, migrateEvery) == nil {
 	}
+	return nil // done, or the manager stops
 }
 
-// run runs the steps once; done when the last one is done.
-func (m migrator) run(ctx context.Context) (done bool, err error) {
+// run runs the steps once and logs what it got done; true when the last
+// step is done.
+func (m migrator) run(ctx context.Context) bool {
 	var qs dtqv1alpha1.QueueList
 	if err := m.c.List(ctx, &qs); err != nil {
-		return false, fmt.Errorf("list Queues: %w", err)
+		setupLog.Error(err, "Redis layout migration cannot list the Queues; trying again", "in", migrateEvery.String())
+		return false
 	}
 	refs := make([]broker.QueueRef, len(qs.Items))
 	for i, q := range qs.Items {
@@ -69,12 +64,13 @@ func (m migrator) run(ctx context.Context) (done bool, err error) {
 	}
 	st, err := m.b.Migrate(ctx, m.steps, refs)
 	if err != nil {
-		return false, err
+		setupLog.Error(err, "Redis layout migration failed; trying again", "in", migrateEvery.String())
+		return false
 	}
 	for q, workers := range st.Waiting {
 		setupLog.Info("Redis layout migration waits for workers of an older release", "queue", q.String(),
 			"layout", st.Migrated+1, "workers", workers)
 	}
 	setupLog.Info("Redis layout", "migrated", st.Migrated)
-	return st.Migrated >= m.steps[len(m.steps)-1].To, nil
+	return st.Migrated >= m.steps[len(m.steps)-1].To
 }

@@ -205,7 +205,7 @@ func TestWatchLayout(t *testing.T) {
 		calls++
 		return results[min(calls, len(results))-1]
 	}, func(err error) { stopped = append(stopped, err) })
-	if calls != 3 || len(stopped) != 1 || stopped[0] != le {
+	if calls != 3 || len(stopped) != 1 || !errors.Is(stopped[0], le) {
 		t.Errorf("checks %d, stops %v; want 3 checks and one stop with the LayoutError", calls, stopped)
 	}
 }

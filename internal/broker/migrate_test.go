@@ -140,7 +140,9 @@ func TestMigrateWhileWorkersDrain(t *testing.T) {
 	step := testMigration(queueRuns, func() { <-half })
 	queueStep := step.Queue
 	step.Queue = func(ctx context.Context, rdb redis.UniversalClient, q QueueRef) error {
-		close(migrating)
+		if q == e.q {
+			close(migrating)
+		}
 		return queueStep(ctx, rdb, q)
 	}
 	st, err := New(e.rdb, WithClock(e.clock), WithLayouts(1, 2)).Migrate(ctx, []Migration{step}, []QueueRef{e.q, missing})
