@@ -23,7 +23,7 @@ limitations under the License.
 // against a kube-apiserver, kube-controller-manager and kube-scheduler. See
 // docs/install.md, "A real node". Before that install, on the same node, it
 // upgrades the previous release with Helm (upgrade_test.go,
-// docs/upgrade-node.md). It needs root, the node parts of
+// docs/upgrade.md#upgrading-on-a-real-node). It needs root, the node parts of
 // hack/node-assets.sh (make node) and the previous release of
 // hack/previous-images.sh (make previous-images); it fails, never skips,
 // without them.

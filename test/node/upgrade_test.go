@@ -49,7 +49,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 )
 
-// The upgrade step (docs/upgrade-node.md): the previous release
+// The upgrade step (docs/upgrade.md#upgrading-on-a-real-node): the previous release
 // (test/upgrade/previous-release, built by hack/previous-images.sh) installed
 // with Helm, work on it, then `helm upgrade` to this commit's chart and
 // images with tasks in flight. It runs first, on the empty cluster, in
