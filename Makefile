@@ -1,11 +1,22 @@
+# The release (docs/upgrade.md): the version the binaries embed, and the commit
+# every build stamps into them (-dirty when tracked files differ from it).
+VERSION := $(shell cat internal/version/VERSION)
+ifndef COMMIT
+COMMIT := $(shell rev=$$(git rev-parse HEAD 2>/dev/null) && { test -z "$$(git status --porcelain --untracked-files=no)" && echo $$rev || echo $$rev-dirty; })
+endif
+LDFLAGS := -X github.com/dtq-dev/dtq/internal/version.commit=$(COMMIT)
+# The images' tag: v<VERSION>, never latest.
+IMAGE_TAG ?= v$(VERSION)
 # Image URLs used by docker-build, build-installer and deploy.
-IMG ?= ghcr.io/dtq-dev/dtq-manager:latest
-WORKER_IMG ?= ghcr.io/dtq-dev/dtq-worker:latest
-API_IMG ?= ghcr.io/dtq-dev/dtq-api:latest
-# Registry, tag and architecture of `make images` (images built without Docker).
+IMG ?= ghcr.io/dtq-dev/dtq-manager:$(IMAGE_TAG)
+WORKER_IMG ?= ghcr.io/dtq-dev/dtq-worker:$(IMAGE_TAG)
+API_IMG ?= ghcr.io/dtq-dev/dtq-api:$(IMAGE_TAG)
+# Registry and architecture of `make images` (images built without Docker).
 IMAGE_REGISTRY ?= ghcr.io/dtq-dev
-IMAGE_TAG ?= latest
 IMAGE_ARCH ?= $(shell go env GOARCH)
+# The images' creation time (their org.opencontainers.image.created label): the
+# commit's, so a rebuild of one commit gives the same digests.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 CONTAINER_TOOL ?= docker
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -71,7 +82,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml; fails on any fin
 	"$(GOLANGCI_LINT)" run ./...
 
 .PHONY: test
-test: vet lint envtest redis chromium handler-runtimes node images kustomize ## Run every test: lint, unit, Redis integration, envtest integration, end to end, the real node.
+test: vet lint envtest redis chromium handler-runtimes node images previous-images kustomize ## Run every test: lint, unit, Redis integration, envtest integration, end to end, the real node.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(TEST_FLAGS) ./...
 	go test $(TEST_FLAGS) -race $(RACE_PKGS)
 	$(MAKE) test-node-run
@@ -85,15 +96,17 @@ FUZZ_TARGETS ?= ./internal/httpapi:FuzzDecodeSubmit ./internal/httpapi:FuzzDecod
 FUZZ_TIME ?= 10000x
 
 # The real-node test (test/node, docs/install.md "A real node"): dist/install.yaml and
-# the images of `make images` on a real kubelet and containerd. Needs root. Its files
+# the images of `make images` on a real kubelet and containerd, after the upgrade from
+# the previous release's chart and images (make previous-images). Needs root. Its files
 # carry the build tag `node`, so `go test ./...` leaves it to this target.
 .PHONY: test-node
-test-node: envtest redis kustomize node images ## Run the real-node test alone.
+test-node: envtest redis kustomize node images previous-images ## Run the real-node test alone.
 	$(MAKE) test-node-run
 
 .PHONY: test-node-run
 test-node-run:
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" DTQ_NODE_ASSETS="$$(hack/node-assets.sh)" go test -tags node $(TEST_FLAGS) -v ./test/node/...
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" DTQ_NODE_ASSETS="$$(hack/node-assets.sh)" \
+		DTQ_PREVIOUS_RELEASE="$$(hack/previous-images.sh)" go test -tags node $(TEST_FLAGS) -v ./test/node/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the request decoders and the events stream (SSE) parser, FUZZ_TIME per target.
@@ -117,7 +130,7 @@ bench: envtest redis ## Run the benchmarks of docs/benchmarks.md (dtq vs asynq, 
 
 .PHONY: build
 build: ## Build the manager, api, worker and kubectl-dtq binaries into bin/.
-	CGO_ENABLED=0 go build -o $(LOCALBIN)/ ./cmd/...
+	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o $(LOCALBIN)/ ./cmd/...
 
 .PHONY: run
 run: ## Run the manager against the cluster in ~/.kube/config.
@@ -125,13 +138,13 @@ run: ## Run the manager against the cluster in ~/.kube/config.
 
 .PHONY: images
 images: ## Build the images without Docker: OCI layouts in bin/images/<name>, for `crane push`.
-	go run ./hack/images -out $(LOCALBIN)/images -registry $(IMAGE_REGISTRY) -tag $(IMAGE_TAG) -arch $(IMAGE_ARCH)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/images -out $(LOCALBIN)/images -registry $(IMAGE_REGISTRY) -tag $(IMAGE_TAG) -arch $(IMAGE_ARCH) -commit "$(COMMIT)"
 
 .PHONY: docker-build
 docker-build: ## Build the manager, API and worker images (needs a Docker engine).
-	$(CONTAINER_TOOL) build --target manager -t $(IMG) .
-	$(CONTAINER_TOOL) build --target api -t $(API_IMG) .
-	$(CONTAINER_TOOL) build --target worker -t $(WORKER_IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --target manager -t $(IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --target api -t $(API_IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --target worker -t $(WORKER_IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the images.
@@ -182,6 +195,10 @@ undeploy: kustomize ## Remove the operator.
 .PHONY: envtest
 envtest: ## Build or reuse kube-apiserver, etcd and kubectl under bin/k8s.
 	@hack/envtest-assets.sh >/dev/null
+
+.PHONY: previous-images
+previous-images: ## Build or reuse the previous release's images and chart (test/upgrade/previous-release) under bin/previous-release/<commit>.
+	@hack/previous-images.sh >/dev/null
 
 .PHONY: node
 node: ## Build or reuse the parts of a real node under bin/node (kubelet, kube-scheduler, kube-controller-manager, containerd, a pause image; runc and CNI plugins from apt).

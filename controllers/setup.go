@@ -35,6 +35,7 @@ import (
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
 // Engine is the part of the Redis engine the controllers use; *broker.Broker
@@ -58,9 +59,13 @@ type Engine interface {
 	ReconcileFlowSlots(ctx context.Context, q broker.QueueRef) (int, error)
 }
 
+// DefaultWorkerImage is the worker image of the manager's own version
+// (ghcr.io/dtq-dev/dtq-worker:v<version>), so the workers the manager starts
+// match it.
+var DefaultWorkerImage = version.Image("dtq-worker")
+
 // Defaults of Options.
 const (
-	DefaultWorkerImage    = "ghcr.io/dtq-dev/dtq-worker:latest"
 	DefaultCoalesceWindow = 300 * time.Millisecond
 	DefaultResyncPeriod   = 30 * time.Second
 	// DefaultTaskConcurrency reconciles Tasks in parallel: a reconcile is

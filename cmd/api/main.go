@@ -48,6 +48,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/httpapi"
 	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/client"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
@@ -63,7 +64,7 @@ type flags struct {
 	bodyReads                         int
 	qps                               float64
 	burst                             int
-	debug                             bool
+	debug, printVersion               bool
 	allowEviction                     bool
 }
 
@@ -107,7 +108,12 @@ func main() {
 	flag.BoolVar(&f.allowEviction, "allow-redis-eviction", false,
 		"Start even when Redis's maxmemory-policy may evict idempotency records or streams (see docs/operations.md).")
 	flag.BoolVar(&f.debug, "debug", false, "Log at debug level (denied requests included). Logs are JSON lines on stderr.")
+	flag.BoolVar(&f.printVersion, "version", false, "Print the version and exit.")
 	flag.Parse()
+	if f.printVersion {
+		fmt.Println(version.String())
+		return
+	}
 
 	level := slog.LevelInfo
 	if f.debug {
@@ -155,6 +161,20 @@ func run(f flags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The Redis layout (docs/upgrade.md, "Redis layout version"): checked
+	// before the API writes anything, and again every LayoutCheckInterval.
+	b := broker.New(rdb)
+	if err := b.CheckLayout(ctx); err != nil {
+		return err
+	}
+	ctx, stopLayout := context.WithCancelCause(ctx)
+	defer stopLayout(nil)
+	go broker.WatchLayout(ctx, broker.LayoutCheckInterval, b.CheckLayout, func(err error) {
+		log.Error("Stopping: Redis now holds a dtq layout this API cannot read", "error", err)
+		_ = rdb.Close() // no request writes to Redis from here on
+		_ = events.Close()
+		stopLayout(err)
+	})
 
 	kube, err := ctrl.GetConfig()
 	if err != nil {
@@ -188,12 +208,17 @@ func run(f flags, log *slog.Logger) error {
 	if err := redisconn.Instrument(rdb, reg); err != nil {
 		return err
 	}
+	reg.MustRegister(version.BuildInfo())
+	pod, _ := os.Hostname()
+	go b.RunComponentRecord(ctx, broker.Component{Component: broker.ComponentAPI, Pod: pod, Version: version.Version, Commit: version.Commit},
+		func(err error) { log.Warn("Failed to record the API's version in Redis", "error", err) })
 	api, err := httpapi.New(httpapi.Options{
-		Broker:                broker.New(rdb),
+		Broker:                b,
 		Events:                broker.New(events),
 		Auth:                  auth,
 		PauseQueue:            httpapi.KubernetesPauser(kc),
 		Schedules:             kc,
+		Queues:                httpapi.KubernetesQueues(kc),
 		Ready:                 func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Log:                   log,
 		Registry:              reg,
@@ -208,7 +233,13 @@ func run(f flags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, f, api, log)
+	if err := serve(ctx, f, api, log); err != nil {
+		return err
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, broker.ErrLayoutUnknown) {
+		return cause
+	}
+	return nil
 }
 
 // serve listens until ctx ends, then ends the events streams (their clients

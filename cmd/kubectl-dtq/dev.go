@@ -33,6 +33,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/dtq-dev/dtq/internal/devstack"
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
 type devFlags struct {
@@ -78,7 +79,7 @@ Logs are in <dir>/logs. Run it from the repository root (make dev does).`,
 	fl.StringVar(&f.admissionDir, "admission-dir", "config/admission", "Directory with the admission policies applied with the CRDs (empty for none).")
 	fl.StringSliceVar(&f.samples, "samples", devstack.DevSamples,
 		"Directories whose YAML files are applied once the stack runs (empty for none); the Python HTTP handler example's Queue is one.")
-	fl.StringVar(&f.workerImage, "worker-image", "ghcr.io/dtq-dev/dtq-worker:latest", "Worker image the manager puts in Deployments (the stand-in ignores it).")
+	fl.StringVar(&f.workerImage, "worker-image", version.Image("dtq-worker"), "Worker image the manager puts in Deployments (the stand-in ignores it).")
 	fl.StringVar(&f.redisFsync, "redis-appendfsync", "everysec", "Redis AOF fsync policy: everysec or always.")
 	fl.StringVar(&f.redis, "redis", "single", "Redis topology: single (one redis-server) or cluster (a three-master Redis Cluster).")
 	fl.BoolVar(&f.keepState, "keep-state", false, "Keep the etcd and Redis data of the previous run instead of starting fresh.")
@@ -106,11 +107,11 @@ func runDev(f devFlags) error {
 		f.assetsDir = os.Getenv("KUBEBUILDER_ASSETS")
 	}
 	if f.assetsDir == "" {
-		version := os.Getenv("K8S_VERSION")
-		if version == "" {
-			version = "1.37.2"
+		k8s := os.Getenv("K8S_VERSION")
+		if k8s == "" {
+			k8s = "1.37.2"
 		}
-		f.assetsDir = filepath.Join(f.binDir, "k8s", version+"-"+runtime.GOOS+"-"+runtime.GOARCH)
+		f.assetsDir = filepath.Join(f.binDir, "k8s", k8s+"-"+runtime.GOOS+"-"+runtime.GOARCH)
 	}
 	level := slog.LevelInfo
 	if f.quiet {
@@ -132,7 +133,7 @@ func runDev(f devFlags) error {
 		ManagerBin:   filepath.Join(f.binDir, "manager"),
 		WorkerBin:    filepath.Join(f.binDir, "worker"),
 		APIBin:       filepath.Join(f.binDir, "api"),
-		ClusterRoles: []string{"config/rbac/producer_role.yaml", "config/rbac/queue_operator_role.yaml"},
+		ClusterRoles: []string{"config/rbac/producer_role.yaml", "config/rbac/queue_operator_role.yaml", "config/api/version_reader_role.yaml"},
 		CRDDir:       f.crdDir,
 		AdmissionDir: f.admissionDir,
 		SampleDirs:   samples,

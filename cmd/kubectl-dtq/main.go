@@ -29,6 +29,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
 // exitError ends the command with a documented exit code.
@@ -69,9 +71,12 @@ stats, workers, flow keys, events, tasks submitted over HTTP) through the dtq HT
 ServiceAccount (or --api-token). Installed on the PATH it is the kubectl plugin
 "kubectl dtq". "dev" runs the whole product on this machine.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dtq"},
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().Bool("version", false, "Print the version and exit (the line of kubectl dtq version's Client).")
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
@@ -94,5 +99,6 @@ ServiceAccount (or --api-token). Installed on the PATH it is the kubectl plugin
 		cmd.GroupID = "local"
 		root.AddCommand(cmd)
 	}
+	root.AddCommand(newVersionCommand(c))
 	return root
 }

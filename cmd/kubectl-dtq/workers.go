@@ -29,7 +29,7 @@ func newWorkersCommand(c *cli) *cobra.Command {
 		Short: "Live workers of a queue (HTTP API)",
 		Long: `workers lists the queue's live workers (those whose heartbeat has not expired)
 through the dtq HTTP API: slots (concurrency), tasks in flight, start and last
-heartbeat.`,
+heartbeat; -o wide adds the hostname and the worker's dtq version.`,
 		Example: `  kubectl dtq workers emails
   kubectl dtq workers emails -o json`,
 		Args: cobra.ExactArgs(1),
@@ -43,10 +43,10 @@ heartbeat.`,
 				return err
 			}
 			v := apiView{doc: client.WorkerList{Workers: ws}, columns: []apiColumn{{name: "Worker ID"}, {name: "Status"},
-				{name: "Concurrency"}, {name: "In Flight"}, {name: "Started"}, {name: "Heartbeat"}, {name: "Hostname", wide: true}}}
+				{name: "Concurrency"}, {name: "In Flight"}, {name: "Started"}, {name: "Heartbeat"}, {name: "Hostname", wide: true}, {name: "Version", wide: true}}}
 			for _, w := range ws {
 				v.names = append(v.names, w.WorkerID)
-				v.rows = append(v.rows, []any{w.WorkerID, w.Status, w.Concurrency, w.InFlight, age(w.StartedAt), age(w.LastHeartbeat), w.Hostname})
+				v.rows = append(v.rows, []any{w.WorkerID, w.Status, w.Concurrency, w.InFlight, age(w.StartedAt), age(w.LastHeartbeat), w.Hostname, orUnknown(w.Version)})
 			}
 			return v.print(c, output, "No live workers in queue "+args[0]+".")
 		},

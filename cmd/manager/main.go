@@ -53,6 +53,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
@@ -75,7 +76,7 @@ type options struct {
 	workerRedisSecret                string
 	leaderElect, secureMetrics       bool
 	routineEvents, isolation         bool
-	allowEviction                    bool
+	allowEviction, printVersion      bool
 	qps                              float64
 	burst                            int
 	history                          controllers.HistoryOptions
@@ -85,6 +86,7 @@ type options struct {
 // bindFlags defines the manager's flags on fs.
 func bindFlags(fs *flag.FlagSet) *options {
 	o := &options{zap: zapOptions()}
+	fs.BoolVar(&o.printVersion, "version", false, "Print the version and exit.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0",
 		"Address of the metrics endpoint (:8443 HTTPS, :8080 HTTP, 0 disables).")
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorisation.")
@@ -139,6 +141,10 @@ func zapOptions() zap.Options {
 func main() {
 	o := bindFlags(flag.CommandLine)
 	flag.Parse()
+	if o.printVersion {
+		fmt.Println(version.String())
+		return
+	}
 	log := zap.New(zap.UseFlagOptions(&o.zap))
 	ctrl.SetLogger(log)
 	klog.SetLogger(log.WithName("client-go"))
@@ -164,9 +170,19 @@ func main() {
 		setupLog.Error(err, "Redis is not fit for dtq; fix the setting, or pass --allow-redis-eviction to start anyway")
 		os.Exit(1)
 	}
+	// Before anything else writes to Redis or the API server is reached.
+	layout := broker.New(rdb)
+	if err := ensureLayout(layout); err != nil {
+		setupLog.Error(err, "Redis holds a dtq layout this manager cannot read")
+		os.Exit(1)
+	}
 
 	if err := redisconn.Instrument(rdb, ctrlmetrics.Registry); err != nil {
 		setupLog.Error(err, "Failed to register Redis metrics")
+		os.Exit(1)
+	}
+	if err := ctrlmetrics.Registry.Register(version.BuildInfo()); err != nil {
+		setupLog.Error(err, "Failed to register dtq_build_info")
 		os.Exit(1)
 	}
 
@@ -229,6 +245,14 @@ func main() {
 		setupLog.Error(err, "Failed to set up controllers")
 		os.Exit(1)
 	}
+	if err := mgr.Add(newVersionRecord(broker.New(rdb))); err != nil {
+		setupLog.Error(err, "Failed to add the version record")
+		os.Exit(1)
+	}
+	if err := mgr.Add(migrator{b: layout, c: mgr.GetClient(), steps: broker.Migrations()}); err != nil {
+		setupLog.Error(err, "Failed to set up the Redis layout migrations")
+		os.Exit(1)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "Failed to set up health check")
 		os.Exit(1)
@@ -238,11 +262,29 @@ func main() {
 		os.Exit(1)
 	}
 
+	ctx, stop := context.WithCancelCause(ctrl.SetupSignalHandler())
+	go broker.WatchLayout(ctx, broker.LayoutCheckInterval, layout.CheckLayout, func(err error) {
+		setupLog.Error(err, "Stopping: Redis now holds a dtq layout this manager cannot read")
+		_ = rdb.Close() // no reconcile writes to Redis from here on
+		stop(err)
+	})
 	setupLog.Info("Starting manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
+	if errors.Is(context.Cause(ctx), broker.ErrLayoutUnknown) {
+		os.Exit(1)
+	}
+}
+
+// ensureLayout checks the Redis layout record (docs/upgrade.md, "Redis
+// layout version") and writes it when absent; it writes nothing when the
+// record names a layout this build cannot read.
+func ensureLayout(b *broker.Broker) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return b.EnsureLayout(ctx)
 }
 
 // connectRedis builds the client and pings the server, so a wrong URL or
@@ -312,3 +354,23 @@ func envOr(key, def string) string {
 	}
 	return def
 }
+
+// versionRecord records this manager's build in Redis (broker.Component) for
+// GET /api/v1/version, on every replica: the elected one and the standbys.
+type versionRecord struct {
+	b *broker.Broker
+	c broker.Component
+}
+
+func newVersionRecord(b *broker.Broker) versionRecord {
+	pod, _ := os.Hostname()
+	return versionRecord{b: b, c: broker.Component{Component: broker.ComponentManager, Pod: pod, Version: version.Version, Commit: version.Commit}}
+}
+
+func (r versionRecord) Start(ctx context.Context) error {
+	r.b.RunComponentRecord(ctx, r.c, func(err error) { setupLog.Error(err, "Failed to record the manager's version in Redis") })
+	return nil
+}
+
+// NeedLeaderElection is false: standbys record their version too.
+func (versionRecord) NeedLeaderElection() bool { return false }

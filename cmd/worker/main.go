@@ -48,17 +48,19 @@ import (
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 	"github.com/dtq-dev/dtq/pkg/worker"
 	"github.com/dtq-dev/dtq/pkg/worker/metricsauth"
 )
 
-// usage is printed by --help; the worker has no flags, only the environment.
-const usage = `Usage: worker [delivery]
+// usage is printed by --help; the worker's only flag is --version, the rest
+// is the environment.
+const usage = `Usage: worker [delivery] [--version]
 
 dtq's reference worker: runs the demo handlers (echo, sleep, flaky, counter ...)
-of one Queue until SIGTERM, then drains. It takes no flags; the Queue controller
-sets its environment (docs/worker.md):
+of one Queue until SIGTERM, then drains. Its one flag, --version, prints the
+version and exits; the Queue controller sets its environment (docs/worker.md):
 
   DTQ_REDIS_URL            Redis URL (required); DTQ_REDIS_USERNAME, DTQ_REDIS_PASSWORD,
                            DTQ_REDIS_PASSWORD_FILE and DTQ_REDIS_CA_FILE override its
@@ -81,8 +83,16 @@ instead: each task is POSTed to the app container (docs/http-handlers.md).
 
 func main() {
 	flag.Usage = func() { _, _ = fmt.Fprint(flag.CommandLine.Output(), usage) }
+	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	flag.Parse()
 	mode := flag.Arg(0)
+	if mode == "delivery" {
+		_ = flag.CommandLine.Parse(flag.Args()[1:]) // the flags after the mode: worker delivery --version
+	}
+	if *printVersion {
+		fmt.Println(version.String())
+		return
+	}
 	if mode != "" && mode != "delivery" {
 		fmt.Fprintf(os.Stderr, "worker: unknown mode %q (want none or delivery)\n", mode)
 		os.Exit(2)

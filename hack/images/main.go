@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/images"
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
 func main() {
@@ -43,9 +44,13 @@ func main() {
 func run() error {
 	out := flag.String("out", "bin/images", "Directory of the OCI layouts, one per image.")
 	registry := flag.String("registry", "ghcr.io/dtq-dev", "Registry and path of the image names recorded in the layouts.")
-	tag := flag.String("tag", "latest", "Tag recorded in the layouts.")
+	tag := flag.String("tag", version.Tag(), "Tag recorded in the layouts.")
 	arch := flag.String("arch", runtime.GOARCH, "Architecture (linux/<arch>).")
+	commit := flag.String("commit", "", "Commit stamped into the binaries and the revision label (default: the checked-out commit, -dirty when tracked files changed).")
 	flag.Parse()
+	if *commit == "" {
+		*commit = version.GitCommit(context.Background(), ".")
+	}
 
 	// SOURCE_DATE_EPOCH (reproducible-builds.org) sets the images' creation
 	// time; without it the time is the Unix epoch, so a rebuild from the same
@@ -64,11 +69,11 @@ func run() error {
 		return err
 	}
 	binDir := filepath.Join(*out, "linux_"+*arch)
-	if err := images.BuildBinaries(context.Background(), ".", binDir, *arch, specs, images.ReleaseFlags...); err != nil {
+	if err := images.BuildBinaries(context.Background(), ".", binDir, *arch, specs, *commit, true); err != nil {
 		return err
 	}
 	for _, s := range specs {
-		img, err := images.Image(s, filepath.Join(binDir, s.Binary), *arch, created)
+		img, err := images.Image(s, filepath.Join(binDir, s.Binary), *arch, *commit, created)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Name, err)
 		}

@@ -191,7 +191,7 @@ func KeyFlow(k broker.KeyFlow) client.KeyFlow {
 // Worker converts a worker's heartbeat record.
 func Worker(w broker.WorkerInfo) client.Worker {
 	return client.Worker{WorkerID: w.ID, Hostname: w.Hostname, Status: w.Status, Concurrency: w.Concurrency,
-		InFlight: w.Active, StartedAt: w.StartedAt, LastHeartbeat: w.LastHeartbeat}
+		InFlight: w.Active, StartedAt: w.StartedAt, LastHeartbeat: w.LastHeartbeat, Version: w.Version, Commit: w.Commit}
 }
 
 // DeadLetter converts a dead-letter entry.

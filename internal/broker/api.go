@@ -333,4 +333,10 @@ type WorkerInfo struct {
 	Status        string // starting, ready, busy, draining, stopped
 	StartedAt     time.Time
 	LastHeartbeat time.Time
+	// Version and Commit are the dtq build of the worker (of its pkg/worker
+	// SDK); empty for a worker older than 0.1.0, which did not record them.
+	Version, Commit string
+	// Layout is the newest Redis layout the worker reads (layoutversion.go),
+	// written by Heartbeat; 1 for a worker of a release before the layout version.
+	Layout int
 }

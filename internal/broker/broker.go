@@ -42,6 +42,9 @@ type Broker struct {
 	// the clock of flow control's rate limits, so a test steps it as it
 	// steps clock.
 	rateClock clock.PassiveClock
+	// minLayout and maxLayout are the Redis layouts this Broker reads
+	// (layoutversion.go).
+	minLayout, maxLayout int
 	// queues holds each queue's batchers (QueueRef -> *queueBatchers): concurrent
 	// Submit, Start and Complete calls on one queue share one script call.
 	queues sync.Map
@@ -55,7 +58,7 @@ func WithClock(c clock.PassiveClock) Option { return func(b *Broker) { b.clock =
 
 // New returns a Broker on rdb.
 func New(rdb redis.UniversalClient, opts ...Option) *Broker {
-	b := &Broker{rdb: rdb, fast: rdb, clock: clock.RealClock{}}
+	b := &Broker{rdb: rdb, fast: rdb, clock: clock.RealClock{}, minLayout: MinLayout, maxLayout: MaxLayout}
 	if c, ok := rdb.(interface {
 		AutoPipeline() (*redis.AutoPipeliner, error)
 	}); ok {
@@ -127,7 +130,10 @@ func validConfig(c QueueConfig) error {
 // EnsureQueue writes the queue's config, registers the queue in its
 // namespace's set (see Queues) and creates the consumer group "workers" on its
 // ten streams (MKSTREAM), in one pipeline, then writes its flow control
-// (cfg.Flow, nil for none; see writeFlow): the next claim uses it.
+// (cfg.Flow, nil for none; see writeFlow): the next claim uses it. A new
+// queue's layout record (layoutversion.go) is the oldest layout this build
+// writes, so workers of every release it runs beside may serve it; an
+// existing record is kept.
 // Idempotent; call it again to change the config.
 func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) error {
 	if err := validQueue(q); err != nil {
@@ -143,6 +149,7 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 	}
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
 	var hset, sadd *redis.IntCmd
+	var layout *redis.BoolCmd
 	groups := make([]*redis.StatusCmd, Bands)
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		hset = p.HSet(ctx, k.config(),
@@ -152,6 +159,7 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 			cfgTaskTTL, ms(cfg.TaskRetention), cfgResultTTL, ms(cfg.ResultRetention), cfgResultMax, cfg.ResultMaxBytes,
 			cfgDLQ, dlq, cfgDLQMaxLen, cfg.DeadLetterMaxLen, cfgVisibility, ms(cfg.VisibilityTimeout),
 			cfgReplicaAcks, cfg.ReplicaAcks, cfgReplicaAckTimeout, ms(cfg.ReplicaAckTimeout))
+		layout = p.HSetNX(ctx, k.config(), fieldLayout, b.minLayout)
 		sadd = p.SAdd(ctx, namespaceQueues(q.Namespace), q.Name)
 		for i, s := range k.streams() {
 			groups[i] = p.XGroupCreateMkStream(ctx, s, group, "0")
@@ -160,6 +168,9 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 	}) // each command carries its own error
 	if err := hset.Err(); err != nil {
 		return fmt.Errorf("broker: write config of %s: %w", q, err)
+	}
+	if err := layout.Err(); err != nil {
+		return fmt.Errorf("broker: write layout of %s: %w", q, err)
 	}
 	if err := sadd.Err(); err != nil {
 		return fmt.Errorf("broker: register %s: %w", q, err)

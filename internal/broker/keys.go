@@ -139,6 +139,11 @@ func luaKeys() string {
 // hash tag: its own tag is the namespace.
 func namespaceQueues(ns string) string { return "dtq:{" + ns + "}:queues" }
 
+// componentsKey is the hash of the running managers' and API replicas' builds
+// (RecordComponent): one field per process, "<component>/<pod>". It belongs to
+// no queue or namespace; the manager and the API write it, workers never do.
+const componentsKey = "dtq:components"
+
 // namespaceKeyPattern matches the keys of every queue of ns (keysFor's
 // "dtq:{<ns>/<queue>}:" prefixes). Namespaces are DNS labels: they hold no
 // glob characters, and "/" ends them.

@@ -21,12 +21,19 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
 // Build compiles the main packages pkgs (e.g. "./cmd/manager") of the module
-// in repoRoot into outDir, the way `make build` does (static, CGO off).
+// in repoRoot into outDir, the way `make build` does (static, CGO off, the
+// checked-out commit stamped for --version).
 func Build(ctx context.Context, repoRoot, outDir string, pkgs ...string) error {
-	args := append([]string{"build", "-o", outDir + string(os.PathSeparator)}, pkgs...)
+	args := []string{"build", "-o", outDir + string(os.PathSeparator)}
+	if commit := version.GitCommit(ctx, repoRoot); commit != "" {
+		args = append(args, "-ldflags="+version.LinkFlag(commit))
+	}
+	args = append(args, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -49,6 +49,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
 // Options configures Start. Paths may be relative to the working directory.
@@ -68,9 +69,10 @@ type Options struct {
 	APIEnv []string
 	// CRDDir holds the CRD manifests (config/crd/bases).
 	CRDDir string
-	// ClusterRoles are files of ClusterRoles (config/rbac's producer and
-	// queue-operator roles) applied with the name prefix "dtq-", as
-	// config/default names them in a cluster.
+	// ClusterRoles are files of ClusterRoles and their ClusterRoleBindings
+	// (config/rbac's producer and queue-operator roles, config/api's version
+	// reader) applied with the name prefix "dtq-", as config/default names
+	// them in a cluster.
 	ClusterRoles []string
 	// AdmissionDir holds admission policies applied right after the CRDs
 	// (config/admission), each named "dtq-<name>" as config/default names
@@ -180,7 +182,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, errors.New("devstack: RedisVia cannot route a Redis Cluster (its clients dial the nodes' own addresses)")
 	}
 	if opts.WorkerImage == "" {
-		opts.WorkerImage = "ghcr.io/dtq-dev/dtq-worker:latest"
+		opts.WorkerImage = version.Image("dtq-worker")
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -434,14 +436,19 @@ func (s *Stack) applyClusterRoles(ctx context.Context) error {
 }
 
 // withPrefix names cluster-scoped objects "dtq-<name>", as config/default's
-// namePrefix does in a cluster, and points policy bindings at the renamed
-// policies.
+// namePrefix does in a cluster, and points policy and role bindings at the
+// renamed policies and roles.
 func withPrefix(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	for _, o := range objs {
 		o.SetName("dtq-" + o.GetName())
-		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
+		switch o.GetKind() {
+		case "ValidatingAdmissionPolicyBinding":
 			if p, ok, _ := unstructured.NestedString(o.Object, "spec", "policyName"); ok {
 				_ = unstructured.SetNestedField(o.Object, "dtq-"+p, "spec", "policyName")
+			}
+		case "ClusterRoleBinding":
+			if r, ok, _ := unstructured.NestedString(o.Object, "roleRef", "name"); ok {
+				_ = unstructured.SetNestedField(o.Object, "dtq-"+r, "roleRef", "name")
 			}
 		}
 	}

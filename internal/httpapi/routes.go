@@ -86,10 +86,10 @@ func (s *Server) routes() []route {
 	return rts
 }
 
-// register adds the API routes, then /metrics (get on the non-resource path
-// /metrics), /healthz, /readyz, /openapi.json and the web console under /ui/
-// (open: its assets hold no data, its script calls the API with the user's
-// token).
+// register adds the API routes, then /metrics and /api/v1/version (get on
+// their non-resource paths), /healthz, /readyz, /openapi.json and the web
+// console under /ui/ (open: its assets hold no data, its script calls the API
+// with the user's token).
 func (s *Server) register() {
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.pattern, s.metrics.instrument(rt.name, s.authorized(rt)))
@@ -100,6 +100,7 @@ func (s *Server) register() {
 			metricsHandler.ServeHTTP(w, r)
 		}
 	})))
+	s.mux.Handle("GET "+VersionPath, s.metrics.instrument("version", http.HandlerFunc(s.serveVersion)))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

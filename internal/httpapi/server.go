@@ -55,6 +55,9 @@ type Options struct {
 	// /api/v1/namespaces/{ns}/schedules, with the API's own identity (which
 	// needs list on taskschedules.dtq.dev). Nil: that route is not served.
 	Schedules ctrlclient.Reader
+	// Queues lists every Queue of the cluster, for GET /api/v1/version's count
+	// of workers per version (KubernetesQueues). Nil: no workers are counted.
+	Queues func(ctx context.Context) ([]broker.QueueRef, error)
 	// Ready is /readyz's check (a Redis ping); nil: always ready.
 	Ready func(context.Context) error
 	// Log receives failures (5xx) and denied requests; nil discards.

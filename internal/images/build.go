@@ -22,18 +22,30 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
-// ReleaseFlags are the go build flags of released binaries, as in the
-// Dockerfile: -trimpath and a stripped symbol table, so a binary depends only
-// on the source and the Go version, not on the checkout's path.
-var ReleaseFlags = []string{"-trimpath", "-ldflags=-s -w"}
-
 // BuildBinaries builds the specs' commands of the module at root into dir as
-// static linux/arch binaries (CGO off), with one `go build` and the extra
-// flags (ReleaseFlags for `make images`).
-func BuildBinaries(ctx context.Context, root, dir, arch string, specs []Spec, flags ...string) error {
-	args := append([]string{"build"}, flags...)
+// static linux/arch binaries (CGO off) with one `go build`, stamped with
+// commit (version.LinkFlag; none when empty). release adds the flags of
+// released binaries, as in the Dockerfile: -trimpath and a stripped symbol
+// table, so a binary depends only on the source and the Go version, not on
+// the checkout's path.
+func BuildBinaries(ctx context.Context, root, dir, arch string, specs []Spec, commit string, release bool) error {
+	args := []string{"build"}
+	ldflags := ""
+	if release {
+		args = append(args, "-trimpath")
+		ldflags = "-s -w"
+	}
+	if commit != "" {
+		ldflags = strings.TrimSpace(ldflags + " " + version.LinkFlag(commit))
+	}
+	if ldflags != "" {
+		args = append(args, "-ldflags="+ldflags)
+	}
 	args = append(args, "-o", dir+string(filepath.Separator))
 	for _, s := range specs {
 		args = append(args, "./cmd/"+s.Binary)

@@ -33,6 +33,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
 // Spec is one image: the binary of cmd/<Binary>, run as /<Binary>.
@@ -73,9 +75,13 @@ func Available(root string) ([]Spec, error) {
 }
 
 // Image assembles spec's image for linux/arch from the static binary at
-// binPath. created is the image's creation time (the build's, for reproducible
-// images: SOURCE_DATE_EPOCH or the commit time).
-func Image(spec Spec, binPath, arch string, created time.Time) (v1.Image, error) {
+// binPath, built from commit revision (the label
+// org.opencontainers.image.revision; none when empty) of this version.
+// created is the image's creation time (the build's, for reproducible images:
+// SOURCE_DATE_EPOCH or the commit time); the label
+// org.opencontainers.image.created states it unless it is the Unix epoch, the
+// stand-in for "not set".
+func Image(spec Spec, binPath, arch, revision string, created time.Time) (v1.Image, error) {
 	base, err := baseLayer()
 	if err != nil {
 		return nil, err
@@ -100,10 +106,7 @@ func Image(spec Spec, binPath, arch string, created time.Time) (v1.Image, error)
 		User:       fmt.Sprintf("%d:%d", UID, UID),
 		Entrypoint: []string{"/" + spec.Binary},
 		WorkingDir: "/",
-		Labels: map[string]string{
-			"org.opencontainers.image.title":  spec.Name,
-			"org.opencontainers.image.source": "https://github.com/dtq-dev/dtq",
-		},
+		Labels:     Labels(spec, revision, created),
 	}
 	// Each layer's history entry: the image config of an OCI image lists one per layer.
 	cfg.History = []v1.History{
@@ -111,6 +114,23 @@ func Image(spec Spec, binPath, arch string, created time.Time) (v1.Image, error)
 		{Created: cfg.Created, CreatedBy: "dtq images: /" + spec.Binary},
 	}
 	return mutate.ConfigFile(img, cfg)
+}
+
+// Labels are the OCI annotations (image-spec annotations.md) of spec's image:
+// its title, source, version and, when known, revision and creation time.
+func Labels(spec Spec, revision string, created time.Time) map[string]string {
+	l := map[string]string{
+		"org.opencontainers.image.title":   spec.Name,
+		"org.opencontainers.image.source":  "https://github.com/dtq-dev/dtq",
+		"org.opencontainers.image.version": version.Version,
+	}
+	if revision != "" {
+		l["org.opencontainers.image.revision"] = revision
+	}
+	if created.Unix() != 0 {
+		l["org.opencontainers.image.created"] = created.UTC().Format(time.RFC3339)
+	}
+	return l
 }
 
 // WriteLayout writes img as a one-image OCI layout in dir (emptied first),

@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -40,16 +41,18 @@ import (
 
 	"github.com/dtq-dev/dtq/internal/images"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
+	"github.com/dtq-dev/dtq/internal/version"
 )
 
 // The binaries are built once for all tests, the way the e2e tests build
-// them (devstack.Build: CGO off, no other flag), so that `make test` compiles
-// the packages once for both. `make images` adds ReleaseFlags, which change
-// embedded paths and symbols, not what these tests check.
+// them (devstack.Build: CGO off, the commit stamped), so that `make test`
+// compiles the packages once for both. `make images` adds the release flags,
+// which change embedded paths and symbols, not what these tests check.
 var (
 	buildOnce sync.Once
 	binDir    string
 	specs     []images.Spec
+	commit    string // stamped into the binaries
 	buildErr  error
 )
 
@@ -73,7 +76,8 @@ func binaries(t *testing.T) (string, []images.Spec) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
-		buildErr = images.BuildBinaries(ctx, root, binDir, runtime.GOARCH, specs)
+		commit = version.GitCommit(ctx, root)
+		buildErr = images.BuildBinaries(ctx, root, binDir, runtime.GOARCH, specs, commit, false)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -83,7 +87,8 @@ func binaries(t *testing.T) (string, []images.Spec) {
 
 // TestImages builds each image of `make images`, writes and reads back its
 // OCI layout, checks it (non-root user, the binary as exec-form entrypoint,
-// static, no shell) and runs the binary taken out of the image with --help.
+// static, no shell, the version labels) and runs the binary taken out of the
+// image with --help and --version.
 func TestImages(t *testing.T) {
 	dir, specs := binaries(t)
 	var names []string
@@ -97,7 +102,8 @@ func TestImages(t *testing.T) {
 	t.Logf("images: %v", names)
 	for _, s := range specs {
 		t.Run(s.Name, func(t *testing.T) {
-			img, err := images.Image(s, filepath.Join(dir, s.Binary), runtime.GOARCH, time.Unix(0, 0))
+			created := time.Unix(1764720000, 0)
+			img, err := images.Image(s, filepath.Join(dir, s.Binary), runtime.GOARCH, commit, created)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,6 +123,23 @@ func TestImages(t *testing.T) {
 			if problems := check(fs, s, runtime.GOARCH); len(problems) > 0 {
 				t.Fatalf("image %s:\n%s", s.Name, strings.Join(problems, "\n"))
 			}
+			cfg, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLabels := map[string]string{
+				"org.opencontainers.image.title":    s.Name,
+				"org.opencontainers.image.source":   "https://github.com/dtq-dev/dtq",
+				"org.opencontainers.image.version":  version.Version,
+				"org.opencontainers.image.revision": commit,
+				"org.opencontainers.image.created":  "2025-12-03T00:00:00Z",
+			}
+			if commit == "" {
+				delete(wantLabels, "org.opencontainers.image.revision")
+			}
+			if d := cmp.Diff(wantLabels, cfg.Config.Labels); d != "" {
+				t.Errorf("labels (-want +got):\n%s", d)
+			}
 
 			bin := filepath.Join(t.TempDir(), s.Binary)
 			if err := os.WriteFile(bin, fs.files["/"+s.Binary].body, 0o755); err != nil {
@@ -130,6 +153,14 @@ func TestImages(t *testing.T) {
 			}
 			if !strings.Contains(string(out), "Usage") {
 				t.Fatalf("%s --help printed no usage:\n%s", s.Binary, out)
+			}
+			out, err = exec.CommandContext(ctx, bin, "--version").CombinedOutput()
+			want := fmt.Sprintf("dtq %s (commit %s)\n", version.Version, commit)
+			if commit == "" {
+				want = fmt.Sprintf("dtq %s (commit unknown)\n", version.Version)
+			}
+			if err != nil || string(out) != want {
+				t.Fatalf("%s --version: %v, printed %q, want %q", s.Binary, err, out, want)
 			}
 		})
 	}
@@ -181,7 +212,7 @@ func pushAndPull(t *testing.T, img v1.Image, imageName string) {
 func TestCheckReportsPlantedFaults(t *testing.T) {
 	dir, _ := binaries(t)
 	spec := images.Spec{Name: "dtq-worker", Binary: "worker"}
-	good, err := images.Image(spec, filepath.Join(dir, "worker"), runtime.GOARCH, time.Unix(0, 0))
+	good, err := images.Image(spec, filepath.Join(dir, "worker"), runtime.GOARCH, "", time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +230,7 @@ func TestCheckReportsPlantedFaults(t *testing.T) {
 		return img
 	}
 	withFile := func(binary, hostPath string) v1.Image {
-		img, err := images.Image(images.Spec{Name: spec.Name, Binary: binary}, hostPath, runtime.GOARCH, time.Unix(0, 0))
+		img, err := images.Image(images.Spec{Name: spec.Name, Binary: binary}, hostPath, runtime.GOARCH, "", time.Unix(0, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +285,7 @@ func TestCheckReportsPlantedFaults(t *testing.T) {
 func TestImageReproducible(t *testing.T) {
 	dir, _ := binaries(t)
 	build := func(s images.Spec) v1.Image {
-		img, err := images.Image(s, filepath.Join(dir, s.Binary), runtime.GOARCH, time.Unix(0, 0))
+		img, err := images.Image(s, filepath.Join(dir, s.Binary), runtime.GOARCH, "", time.Unix(0, 0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -158,6 +158,16 @@ func (c *Client) Queues(ctx context.Context, namespace string) ([]QueueStats, er
 	return out.Queues, err
 }
 
+// ServerVersion returns the versions the cluster reports (GET
+// /api/v1/version).
+func (c *Client) ServerVersion(ctx context.Context) (*ServerVersion, error) {
+	var out ServerVersion
+	if err := c.do(ctx, http.MethodGet, "/api/v1/version", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // do sends a request with a JSON body (when body is not nil) and decodes a
 // 2xx answer into out (when not nil); any other answer is an *Error.
 func (c *Client) do(ctx context.Context, method, path string, header http.Header, body, out any) error {

@@ -258,11 +258,34 @@ type Worker struct {
 	InFlight      int       `json:"in_flight"`
 	StartedAt     time.Time `json:"started_at"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
+	// Version and Commit are the worker's dtq build (of its pkg/worker SDK);
+	// empty for a worker older than 0.1.0, which does not report them.
+	Version string `json:"version,omitempty"`
+	Commit  string `json:"commit,omitempty"`
 }
 
 // WorkerList lists a queue's live workers.
 type WorkerList struct {
 	Workers []Worker `json:"workers"`
+}
+
+// ServerVersion is GET /api/v1/version: the build of the API replica that
+// answered, and the builds the running API replicas, managers and workers
+// (delivery sidecars included) report, each counted per build.
+type ServerVersion struct {
+	Version  string       `json:"version"`
+	Commit   string       `json:"commit"`
+	APIs     []BuildCount `json:"apis"`
+	Managers []BuildCount `json:"managers"`
+	Workers  []BuildCount `json:"workers"`
+}
+
+// BuildCount is how many processes run one build, newest version first.
+// Version is empty for workers older than 0.1.0, which do not report it.
+type BuildCount struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	Count   int    `json:"count"`
 }
 
 // DeadLetter is a dead-letter entry.

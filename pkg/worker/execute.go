@@ -157,6 +157,10 @@ func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, 
 	x := s.execution(e)
 	bo := out.broker()
 	endStartSpan(span, bo)
+	if err := s.failure(); err != nil {
+		s.logFor(e).Warn("Completion not recorded: the queue's Redis layout is one this worker cannot read; the task is redelivered to a newer worker")
+		return nil
+	}
 	cctx, cspan := completeSpan(spanCtx)
 	readNext := s.readsNext()
 	err := retryConn(cctx, func(ctx context.Context) (err error) {
@@ -226,6 +230,10 @@ func (s *Server) handBack(e *execution, ran bool, why string, args ...any) {
 	lost, x := e.leaseLost, s.execution(e)
 	s.mu.Unlock()
 	log := s.logFor(e).With(args...)
+	if s.failure() != nil {
+		log.Warn(why + "; not handed back: the queue's Redis layout is one this worker cannot read; the task is redelivered to a newer worker")
+		return
+	}
 	if lost {
 		log.Warn(why + "; the lease was lost, so the task is left to its redelivery")
 		return

@@ -21,10 +21,12 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/internal/wait"
 )
 
@@ -282,6 +284,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	info := broker.WorkerInfo{
 		ID: s.cfg.WorkerID, Hostname: s.hostname, Concurrency: s.cfg.Concurrency,
 		Active: len(s.inflight), Status: s.statusLocked(), StartedAt: s.startedAt, LastHeartbeat: time.Now(),
+		Version: version.Version, Commit: version.Commit,
 	}
 	var es []*execution
 	var xs []broker.Execution
@@ -294,7 +297,13 @@ func (s *Server) heartbeat(ctx context.Context) {
 	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	if err := s.b.Heartbeat(cctx, s.q, info, s.cfg.HeartbeatInterval); err != nil && ctx.Err() == nil {
+	if s.failure() != nil {
+		return
+	}
+	if err := s.b.Heartbeat(cctx, s.q, info, s.cfg.HeartbeatInterval); errors.Is(err, broker.ErrLayoutUnknown) {
+		s.fail(err)
+		return
+	} else if err != nil && ctx.Err() == nil {
 		s.log.Warn("Heartbeat", "error", err)
 	}
 	if len(xs) == 0 {

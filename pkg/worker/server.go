@@ -84,6 +84,10 @@ type Server struct {
 	promoteNow     chan struct{}
 	ran            atomic.Bool
 	runCtx         context.Context // Run's: it ends when the drain begins
+	stopRun        context.CancelCauseFunc
+	// failed is set (fail) when the queue's Redis layout turns out to be one
+	// this build cannot read: from then on the server writes nothing.
+	failed atomic.Pointer[error]
 	// reclaimAt is when readLoop next reclaims (unix ns). Executors read
 	// their next entries with their completions (CompleteNext) only before
 	// it, so a reclaim gets slots, and never while draining.
@@ -206,11 +210,21 @@ func (s *Server) setStatus(st string) {
 // consumer when it holds no pending entries and returns nil. It returns an error only when it cannot start (the metrics
 // address is taken, or it is called twice). While the queue does not exist yet
 // (the controller has not created it) Run waits for it.
+//
+// When the queue's Redis layout record (docs/upgrade.md) names a layout this
+// build cannot read, at start or at any heartbeat, Run returns a
+// *broker.LayoutError at once: before it has written anything when found at
+// start; when found later it cancels its handlers and writes nothing more
+// (no completion, hand-back, heartbeat or consumer removal; a client Run
+// created is closed at once), leaving its tasks to newer workers after the
+// visibility timeout.
 func (s *Server) Run(ctx context.Context) error {
 	if !s.ran.CompareAndSwap(false, true) {
 		return errors.New("worker: Server.Run called twice")
 	}
 	s.startedAt = time.Now()
+	ctx, s.stopRun = context.WithCancelCause(ctx)
+	defer s.stopRun(nil)
 	s.runCtx = ctx
 	if s.ownsRDB {
 		defer s.rdb.Close()
@@ -229,9 +243,15 @@ func (s *Server) Run(ctx context.Context) error {
 	goLoop(&bg, func() { s.heartbeatLoop(bgCtx) })
 	goLoop(&bg, func() { s.cancelLoop(bgCtx) })
 
-	if !s.waitQueue(ctx) {
+	if err := s.waitQueue(ctx); err != nil {
+		s.fail(err)
+	}
+	if ctx.Err() != nil {
 		bgCancel()
 		bg.Wait()
+		if err := s.failure(); err != nil {
+			return err
+		}
 		s.finalHeartbeat()
 		return nil
 	}
@@ -255,6 +275,9 @@ func (s *Server) Run(ctx context.Context) error {
 
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
+	if s.failure() != nil {
+		s.interruptAll()
+	}
 	timer := time.NewTimer(s.cfg.DrainTimeout)
 	select {
 	case <-done:
@@ -267,6 +290,9 @@ func (s *Server) Run(ctx context.Context) error {
 	close(s.executorsStop)
 	bgCancel()
 	bg.Wait()
+	if err := s.failure(); err != nil {
+		return err
+	}
 
 	rctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -296,30 +322,60 @@ func typesOf(h Handler) []string {
 	return nil
 }
 
-// waitQueue reads the queue config, retrying while the queue does not exist or
-// Redis is unreachable. False when ctx ended first.
-func (s *Server) waitQueue(ctx context.Context) bool {
+// waitQueue reads the queue config and checks its layout record, retrying
+// while the queue does not exist or Redis is unreachable. It returns nil once
+// the queue exists in a layout this build reads, a *broker.LayoutError when
+// it is in another, and ctx's error when ctx ended first.
+func (s *Server) waitQueue(ctx context.Context) error {
 	bo := newBackoff()
 	for {
 		cctx, cancel := context.WithTimeout(ctx, opTimeout)
 		qc, err := s.b.QueueConfig(cctx, s.q)
+		if err == nil {
+			err = s.b.CheckQueueLayout(cctx, s.q)
+		}
 		cancel()
 		if err == nil {
 			s.defaultTimeout = qc.DefaultTimeout
 			if s.defaultTimeout <= 0 {
 				s.defaultTimeout = broker.DefaultQueueConfig().DefaultTimeout
 			}
-			return true
+			return nil
+		}
+		if errors.Is(err, broker.ErrLayoutUnknown) {
+			return err
 		}
 		if errors.Is(err, broker.ErrQueueNotFound) {
 			s.log.Info("Waiting for the queue to be created")
 		} else if ctx.Err() == nil {
 			s.log.Warn("Read queue config", "error", err)
 		}
-		if wait.Sleep(ctx, bo.Next()) != nil {
-			return false
+		if err := wait.Sleep(ctx, bo.Next()); err != nil {
+			return err
 		}
 	}
+}
+
+// fail stops the server for good on a layout this build cannot read (err, a
+// *broker.LayoutError): it ends Run's context and, when Run created the
+// client, closes it, so no goroutine of this process writes to Redis again.
+func (s *Server) fail(err error) {
+	if !s.failed.CompareAndSwap(nil, &err) {
+		return
+	}
+	s.log.Error("Stopping: this worker cannot read the queue's Redis layout", "error", err)
+	if s.ownsRDB {
+		_ = s.rdb.Close()
+	}
+	s.stopRun(err)
+}
+
+// failure is the error fail stopped the server with, or nil.
+func (s *Server) failure() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (s *Server) serveMetrics() (func(), error) {

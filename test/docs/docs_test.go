@@ -137,7 +137,7 @@ func startStack(t *testing.T, root, work string) *devstack.Stack {
 		ManagerBin:   filepath.Join(bin, "manager"),
 		WorkerBin:    filepath.Join(bin, "worker"),
 		APIBin:       filepath.Join(bin, "api"),
-		ClusterRoles: []string{filepath.Join(root, "config/rbac/producer_role.yaml"), filepath.Join(root, "config/rbac/queue_operator_role.yaml")},
+		ClusterRoles: []string{filepath.Join(root, "config/rbac/producer_role.yaml"), filepath.Join(root, "config/rbac/queue_operator_role.yaml"), filepath.Join(root, "config/api/version_reader_role.yaml")},
 		CRDDir:       filepath.Join(root, "config/crd/bases"),
 		AdmissionDir: filepath.Join(root, "config/admission"),
 		SampleDirs:   sampleDirs(root),

@@ -49,6 +49,7 @@ import (
 
 	"github.com/dtq-dev/dtq/internal/devstack"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
+	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
@@ -77,6 +78,8 @@ var (
 	otlp *otlpReceiver
 	// binDir holds the binaries the suite built: manager, worker, api, kubectl-dtq.
 	binDir string
+	// builtCommit is the commit devstack.Build stamped into them (version.GitCommit).
+	builtCommit string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -97,6 +100,7 @@ func run(m *testing.M) int {
 	binDir = filepath.Join(tmp, "bin")
 	ctx := context.Background()
 	t0 := time.Now()
+	builtCommit = version.GitCommit(ctx, root)
 	if err := devstack.Build(ctx, root, binDir, "./cmd/manager", "./cmd/worker", "./cmd/api", "./cmd/kubectl-dtq"); err != nil {
 		return fail("build the binaries: %v", err)
 	}
@@ -131,7 +135,7 @@ func run(m *testing.M) int {
 			CRDDir:       filepath.Join(root, "config", "crd", "bases"),
 			AdmissionDir: filepath.Join(root, "config", "admission"),
 			ClusterRoles: []string{filepath.Join(root, "config", "rbac", "producer_role.yaml"),
-				filepath.Join(root, "config", "rbac", "queue_operator_role.yaml")},
+				filepath.Join(root, "config", "rbac", "queue_operator_role.yaml"), filepath.Join(root, "config", "api", "version_reader_role.yaml")},
 			// Nothing acknowledged may be lost when redis-server is killed.
 			RedisFsync:   "always",
 			RedisCluster: e == cluster,

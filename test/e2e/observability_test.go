@@ -45,6 +45,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/internal/version"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
 
@@ -233,6 +234,15 @@ func TestMetricsAfterBurst(t *testing.T) {
 			checked[seriesName(k)] = true
 		}
 	}
+
+	// The manager's and the API's build, as their --version prints it.
+	build := fmt.Sprintf("dtq_build_info{commit=%s,version=%s}", suiteCommit(), version.Version)
+	for what, scraped := range map[string]map[string]float64{"manager": redisAfter, "API": apiSeries} {
+		if err := diffSeries(map[string]float64{build: 1}, scraped, "dtq_"); err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	checked["dtq_build_info"] = true
 
 	// Every documented series was checked above (or is process-wide and
 	// checked here), and every dtq series scraped is documented.

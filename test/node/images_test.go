@@ -22,6 +22,7 @@ import (
 	"fmt"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -29,18 +30,7 @@ import (
 // layoutToArchive writes the image of the OCI layout dir (`make images`) as
 // an image archive (docker save format) named ref, for `ctr images import`.
 func layoutToArchive(dir, ref, archive string) error {
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return err
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		return err
-	}
-	if len(m.Manifests) != 1 {
-		return fmt.Errorf("%s: %d images, want 1", dir, len(m.Manifests))
-	}
-	img, err := idx.Image(m.Manifests[0].Digest)
+	img, _, err := layoutImage(dir)
 	if err != nil {
 		return err
 	}
@@ -49,4 +39,40 @@ func layoutToArchive(dir, ref, archive string) error {
 		return err
 	}
 	return tarball.WriteToFile(archive, r, img)
+}
+
+// layoutRef reads what an OCI layout of `make images` holds: the reference
+// its image was built for (the org.opencontainers.image.ref.name annotation)
+// and the image's config digest, which containerd reports as its image ID.
+func layoutRef(dir string) (name.Tag, string, error) {
+	img, desc, err := layoutImage(dir)
+	if err != nil {
+		return name.Tag{}, "", err
+	}
+	ref, err := name.NewTag(desc.Annotations["org.opencontainers.image.ref.name"], name.StrictValidation)
+	if err != nil {
+		return name.Tag{}, "", fmt.Errorf("%s: the image's reference: %w", dir, err)
+	}
+	id, err := img.ConfigName()
+	if err != nil {
+		return name.Tag{}, "", err
+	}
+	return ref, id.String(), nil
+}
+
+// layoutImage is the one image of an OCI layout and its index entry.
+func layoutImage(dir string) (v1.Image, v1.Descriptor, error) {
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, v1.Descriptor{}, err
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, v1.Descriptor{}, err
+	}
+	if len(m.Manifests) != 1 {
+		return nil, v1.Descriptor{}, fmt.Errorf("%s: %d images, want 1", dir, len(m.Manifests))
+	}
+	img, err := idx.Image(m.Manifests[0].Digest)
+	return img, m.Manifests[0], err
 }

@@ -21,8 +21,12 @@ limitations under the License.
 // (through the overlay in overlay/, which changes only the images' tag), the
 // manager, the API and the worker pods started by a real kubelet with runc,
 // against a kube-apiserver, kube-controller-manager and kube-scheduler. See
-// docs/install.md, "A real node". It needs root and the node parts of
-// hack/node-assets.sh (make node); it fails, never skips, without them.
+// docs/install.md, "A real node". Before that install, on the same node, it
+// upgrades the previous release with Helm (upgrade_test.go,
+// docs/upgrade.md#upgrading-on-a-real-node). It needs root, the node parts of
+// hack/node-assets.sh (make node) and the previous release of
+// hack/previous-images.sh (make previous-images); it fails, never skips,
+// without them.
 package node
 
 import (
@@ -67,7 +71,12 @@ import (
 const system = "dtq-system"
 
 func TestNode(t *testing.T) {
+	prev, next := readReleases(t)
 	cl := startCluster(t)
+	// The upgrade runs first, on the empty cluster, and removes its release.
+	if !t.Run("Upgrade", func(t *testing.T) { cl.upgrade(t, prev, next) }) {
+		t.FailNow()
+	}
 	if !t.Run("Install", func(t *testing.T) { cl.install(t, cl.pki) }) {
 		t.FailNow()
 	}
@@ -103,7 +112,7 @@ func (cl *cluster) install(t *testing.T, p *pki) {
 	must(t, applyRetrying(ctx, cl.c, objs))
 	must(t, cl.c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "dtq-redis", Namespace: system},
-		StringData: map[string]string{"url": "redis://" + gatewayIP + ":" + port(cl.redis.Addr) + "/0"},
+		StringData: map[string]string{"url": cl.redisURL()},
 	}))
 	crt, key := p.issue(t, "dtq-api", &x509.Certificate{
 		DNSNames:    []string{"dtq-api", "dtq-api.dtq-system", "dtq-api.dtq-system.svc"},
@@ -266,25 +275,15 @@ func (cl *cluster) chaosQueue(t *testing.T) string {
 	must(t, os.MkdirAll(logDir, 0o777))
 	must(t, os.Chmod(logDir, 0o777))
 	must(t, cl.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: faultNS}}))
-	q := testutil.MakeQueue("q", faultNS).Replicas(2, 2).Timeouts(3*time.Second, 500*time.Millisecond).Obj()
-	q.Spec.Concurrency = 8
-	q.Spec.Retry.BaseDelay = dtqv1alpha1.NewDuration(200 * time.Millisecond)
-	q.Spec.Retry.MaxDelay = dtqv1alpha1.NewDuration(2 * time.Second)
-	q.Spec.Retry.MaxAttempts = chaosAttempts
-	q.Spec.WorkerTemplate.Spec.Containers = []corev1.Container{{
-		Name: "worker", Image: "ghcr.io/dtq-dev/dtq-worker:" + imageTag,
-		Env:          []corev1.EnvVar{{Name: demo.EnvChaosLog, Value: "/chaos/log.jsonl"}},
-		VolumeMounts: []corev1.VolumeMount{{Name: "chaos", MountPath: "/chaos"}},
-		// Room for the worker, not for a task's 512 MiB (WorkerOOMKilled).
-		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("192Mi")}},
-	}}
+	q := newChaosQueue(faultNS, "ghcr.io/dtq-dev/dtq-worker:"+imageTag, logDir)
+	// Room for the worker, not for a task's 512 MiB (WorkerOOMKilled).
+	q.Spec.WorkerTemplate.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("192Mi")},
+	}
 	// A second's grace: a deleted worker pod is killed in the middle of its
 	// slow tasks instead of draining them (its default grace period covers
 	// the worker's 30 s drain, and then nothing is handed back).
 	q.Spec.WorkerTemplate.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
-	q.Spec.WorkerTemplate.Spec.Volumes = []corev1.Volume{{Name: "chaos", VolumeSource: corev1.VolumeSource{
-		HostPath: &corev1.HostPathVolumeSource{Path: logDir},
-	}}}
 	must(t, cl.c.Create(ctx, q))
 	cl.waitFor(t, "2 ready chaos workers", 2*time.Minute, func(ctx context.Context) error {
 		if n := cl.readyPods(ctx, faultNS); n < 2 {
@@ -293,6 +292,26 @@ func (cl *cluster) chaosQueue(t *testing.T) string {
 		return nil
 	})
 	return filepath.Join(logDir, "log.jsonl")
+}
+
+// newChaosQueue is the Queue "q" of ns whose two workers run image with the
+// chaos handler, logging every execution to log.jsonl in logDir (a hostPath
+// volume the checker reads).
+func newChaosQueue(ns, image, logDir string) *dtqv1alpha1.Queue {
+	q := testutil.MakeQueue("q", ns).Replicas(2, 2).Timeouts(3*time.Second, 500*time.Millisecond).Obj()
+	q.Spec.Concurrency = 8
+	q.Spec.Retry.BaseDelay = dtqv1alpha1.NewDuration(200 * time.Millisecond)
+	q.Spec.Retry.MaxDelay = dtqv1alpha1.NewDuration(2 * time.Second)
+	q.Spec.Retry.MaxAttempts = chaosAttempts
+	q.Spec.WorkerTemplate.Spec.Containers = []corev1.Container{{
+		Name: "worker", Image: image,
+		Env:          []corev1.EnvVar{{Name: demo.EnvChaosLog, Value: "/chaos/log.jsonl"}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "chaos", MountPath: "/chaos"}},
+	}}
+	q.Spec.WorkerTemplate.Spec.Volumes = []corev1.Volume{{Name: "chaos", VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: logDir},
+	}}}
+	return q
 }
 
 // workerPodDeleted force-deletes (grace period 0) the busiest worker pod
@@ -306,7 +325,7 @@ func (cl *cluster) workerPodDeleted(t *testing.T) {
 	must(t, cl.c.Delete(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: faultNS}},
 		client.GracePeriodSeconds(0)))
 	t.Logf("force-deleted worker pod %s with %d tasks in flight", name, active)
-	r := cl.checkChaos(t, tasks, chaosLog)
+	r := cl.checkChaos(t, faultNS, tasks, chaosLog)
 	if !r.OK() || r.Accepted != n {
 		t.Errorf("want %d accepted, 0 lost, 0 duplicated: %s\n%s", n, r, r.Details(20))
 	}
@@ -322,12 +341,12 @@ func (cl *cluster) workerPodDeleted(t *testing.T) {
 func (cl *cluster) workerOOMKilled(t *testing.T) {
 	chaosLog := cl.chaosQueue(t)
 	const n = 20
-	tasks := cl.createChaosWith(t, "oom", n, func(i int, p *demo.ChaosPayload) {
+	tasks := cl.createChaosWith(t, faultNS, "oom", n, func(i int, p *demo.ChaosPayload) {
 		if i == 0 {
 			p.HoldSeconds, p.FirstAttemptMiB = 2, 512
 		}
 	})
-	r := cl.checkChaos(t, tasks, chaosLog)
+	r := cl.checkChaos(t, faultNS, tasks, chaosLog)
 	if !r.OK() || r.Accepted != n {
 		t.Errorf("want %d accepted, 0 lost, 0 duplicated: %s\n%s", n, r, r.Details(20))
 	}
@@ -377,7 +396,7 @@ func (cl *cluster) managerPodsDeleted(t *testing.T) {
 		client.MatchingLabels{"control-plane": "controller-manager"}, client.GracePeriodSeconds(0)))
 	t.Log("force-deleted both manager pods mid-burst")
 	tasks := <-done
-	r := cl.checkChaos(t, tasks, chaosLog)
+	r := cl.checkChaos(t, faultNS, tasks, chaosLog)
 	if !r.OK() || r.Accepted != n {
 		t.Errorf("want %d accepted, 0 lost, 0 duplicated: %s\n%s", n, r, r.Details(20))
 	}
@@ -435,27 +454,22 @@ func (cl *cluster) autoscaling(t *testing.T) {
 	t.Logf("scaled from 0 to %d ready worker pods and back to 0", most)
 }
 
-// createChaos creates n chaos Tasks of a scenario, every tenth holding 6 s
-// (so a worker hit has work in flight), the rest 20 ms.
+// createChaos creates n chaos Tasks of a scenario in faultNS, every tenth
+// holding 6 s (so a worker hit has work in flight), the rest 20 ms.
 func (cl *cluster) createChaos(t *testing.T, scenario string, n int) []string {
-	return cl.createChaosWith(t, scenario, n, nil)
+	return cl.createChaosWith(t, faultNS, scenario, n, nil)
 }
 
-// createChaosWith is createChaos with edit applied to each payload.
-func (cl *cluster) createChaosWith(t *testing.T, scenario string, n int, edit func(int, *demo.ChaosPayload)) []string {
+// createChaosWith is createChaos in ns with edit applied to each payload.
+func (cl *cluster) createChaosWith(t *testing.T, ns, scenario string, n int, edit func(int, *demo.ChaosPayload)) []string {
 	var names []string
 	for i := range n {
 		key := fmt.Sprintf("%s-%03d", scenario, i)
-		p := demo.ChaosPayload{Key: key, HoldSeconds: 0.02}
-		if i%10 == 5 {
-			p.HoldSeconds = 6
-		}
+		p := chaosPayload(key, i)
 		if edit != nil {
 			edit(i, &p)
 		}
-		task := testutil.MakeTask(key, faultNS).Queue("q").Type(demo.Chaos).
-			Payload(p).Key(key).MaxAttempts(chaosAttempts).Obj()
-		if err := cl.c.Create(t.Context(), task); err != nil {
+		if err := cl.createChaosTask(t.Context(), ns, p); err != nil {
 			t.Error(err)
 			return names
 		}
@@ -464,16 +478,33 @@ func (cl *cluster) createChaosWith(t *testing.T, scenario string, n int, edit fu
 	return names
 }
 
-// checkChaos waits for the Tasks to end and runs the fault suite's checker
-// (internal/testutil/chaoscheck) on their statuses, the execution log and
-// the side-effect counters.
-func (cl *cluster) checkChaos(t *testing.T, names []string, chaosLog string) chaoscheck.Report {
+// chaosPayload is the payload of the i-th chaos Task of a batch: every tenth
+// holds 6 s, the rest 20 ms.
+func chaosPayload(key string, i int) demo.ChaosPayload {
+	p := demo.ChaosPayload{Key: key, HoldSeconds: 0.02}
+	if i%10 == 5 {
+		p.HoldSeconds = 6
+	}
+	return p
+}
+
+// createChaosTask creates the chaos Task p.Key of the Queue ns/q, with p.Key
+// as its idempotency key.
+func (cl *cluster) createChaosTask(ctx context.Context, ns string, p demo.ChaosPayload) error {
+	return cl.c.Create(ctx, testutil.MakeTask(p.Key, ns).Queue("q").Type(demo.Chaos).
+		Payload(p).Key(p.Key).MaxAttempts(chaosAttempts).Obj())
+}
+
+// checkChaos waits for the chaos Tasks of ns to end and runs the fault
+// suite's checker (internal/testutil/chaoscheck) on their statuses, the
+// execution log and the side-effect counters.
+func (cl *cluster) checkChaos(t *testing.T, ns string, names []string, chaosLog string) chaoscheck.Report {
 	got := map[string]*dtqv1alpha1.Task{}
 	cl.waitFor(t, "the chaos Tasks terminal", 4*time.Minute, func(ctx context.Context) error {
 		pending := 0
 		for _, n := range names {
 			var task dtqv1alpha1.Task
-			if err := cl.c.Get(ctx, client.ObjectKey{Namespace: faultNS, Name: n}, &task); err != nil {
+			if err := cl.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &task); err != nil {
 				return err
 			}
 			got[n] = &task
@@ -482,7 +513,7 @@ func (cl *cluster) checkChaos(t *testing.T, names []string, chaosLog string) cha
 			}
 		}
 		if pending > 0 {
-			return fmt.Errorf("%d of %d not terminal; pods: %s", pending, len(names), cl.podSummary(ctx, faultNS))
+			return fmt.Errorf("%d of %d not terminal; pods: %s", pending, len(names), cl.podSummary(ctx, ns))
 		}
 		return nil
 	})
@@ -493,7 +524,7 @@ func (cl *cluster) checkChaos(t *testing.T, names []string, chaosLog string) cha
 		st := got[n].Status
 		logical = append(logical, chaoscheck.Logical{Key: n, TaskIDs: []string{st.TaskID},
 			Succeeded: st.State == dtqv1alpha1.TaskSucceeded, Attempt: int(st.Attempt), MaxAttempts: chaosAttempts})
-		v, err := rdb.Get(t.Context(), demo.ChaosEffectKey(faultNS, n)).Int64()
+		v, err := rdb.Get(t.Context(), demo.ChaosEffectKey(ns, n)).Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatal(err)
 		}
