@@ -1,0 +1,259 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
+	"github.com/dtq-dev/dtq/controllers"
+	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/internal/demo"
+	"github.com/dtq-dev/dtq/internal/testutil"
+	dtqclient "github.com/dtq-dev/dtq/pkg/client"
+)
+
+// seeds are the tasks placed in one state each to cross the swaps, as Task
+// CRs and through the HTTP API.
+type seeds struct {
+	s           *suite
+	retry, dead []string // poisoned chaos keys, Task CRs' and the API's
+	lastDue     time.Time
+	round       int
+}
+
+// startLoad starts the steady load: Task CRs on both Queues (4 and 2 a
+// second) and the HTTP API clients (4 a second, plus resubmissions).
+func (s *suite) startLoad() {
+	s.crChaos = s.newCRLoad(nsChaos, "cr", 250*time.Millisecond)
+	s.crHTTP = s.newCRLoad(nsHTTP, "http", 500*time.Millisecond)
+	s.api = s.newAPILoad()
+	s.api.start()
+	s.logf("load started: Task CRs on both Queues, HTTP API submissions with idempotency keys and their resubmissions")
+}
+
+// seed places, beside the load, tasks that stay Retrying (poisoned: the
+// chaos handler's counter holds no integer, so every attempt fails until
+// cure), DeadLettered (poisoned, two attempts) and delayed to later phases,
+// as Task CRs and through the API.
+func (s *suite) seed() {
+	sd := &seeds{s: s}
+	s.seeds = sd
+	var tasks []*dtqv1alpha1.Task
+	for i := range 6 {
+		for class, attempts := range map[string]int32{classRetry: maxAttempts, classDead: 2} {
+			key := fmt.Sprintf("cr-%s-%d", class, i)
+			sd.poison(class, key)
+			tasks = append(tasks, s.chaosTask(nsChaos, key, key, class, demo.ChaosPayload{Key: key}, attempts))
+			if i < 3 {
+				key := fmt.Sprintf("api-%s-%d", class, i)
+				sd.poison(class, key)
+				s.api.submit(s.api.add(key, class, 0, int(attempts), 0))
+			}
+		}
+	}
+	now := time.Now()
+	for i := range 8 {
+		key := fmt.Sprintf("cr-delay-%d", i)
+		d := 40*time.Second + time.Duration(i)*20*time.Second
+		w := testutil.MakeTask(key, nsChaos).Queue(queue).Type(demo.Chaos).Payload(demo.ChaosPayload{Key: key}).Key(key).
+			MaxAttempts(maxAttempts).Delay(d)
+		w.Labels = map[string]string{labelClass: classDelay, labelPhase: s.phaseName()}
+		tasks = append(tasks, w.Obj())
+		sd.lastDue = now.Add(d)
+		if i < 4 {
+			s.api.submit(s.api.add(fmt.Sprintf("api-delay-%d", i), classDelay, 0, maxAttempts, 50*time.Second+time.Duration(i)*30*time.Second))
+		}
+	}
+	for _, task := range tasks {
+		must(s.t, s.stack.Client.Create(s.t.Context(), task))
+	}
+	s.logf("seeded: %d retrying and %d dead-lettered keys (poisoned), 12 delayed tasks due until %s", len(sd.retry), len(sd.dead),
+		sd.lastDue.UTC().Format("15:04:05"))
+}
+
+// poison makes the chaos handler fail every attempt of key (its counter
+// holds no integer) until cure.
+func (sd *seeds) poison(class, key string) {
+	must(sd.s.t, sd.s.rdb.Set(sd.s.t.Context(), demo.ChaosEffectKey(nsChaos, key), "poison", 0).Err())
+	if class == classRetry {
+		sd.retry = append(sd.retry, key)
+	} else {
+		sd.dead = append(sd.dead, key)
+	}
+}
+
+// cure lets keys' next attempts succeed.
+func (sd *seeds) cure(keys []string) {
+	for _, k := range keys {
+		must(sd.s.t, sd.s.rdb.Del(sd.s.t.Context(), demo.ChaosEffectKey(nsChaos, k)).Err())
+	}
+	sd.s.logf("cured %d poisoned keys: their next attempts succeed", len(keys))
+}
+
+// crossing places the tasks that cross one phase's swaps: four holding 25 s
+// on each Queue and through the API (running when the workers die), four
+// on the HTTP handler's Queue failing their first attempt (retrying with a
+// 20 s delay) and a backlog of 100 holding 1 s (queued). It waits until they
+// are so, logs the census of every class and, before the first swap, fails
+// unless every class is in its state: a state no task crossed in is a state
+// the test proved nothing about.
+func (sd *seeds) crossing(first bool) {
+	s := sd.s
+	sd.round++
+	var tasks []*dtqv1alpha1.Task
+	for i := range 4 {
+		key := fmt.Sprintf("cr-long-%d-%d", sd.round, i)
+		tasks = append(tasks, s.chaosTask(nsChaos, key, key, classLong, chaosPayload(nsChaos, key, 25), maxAttempts))
+		key = fmt.Sprintf("http-long-%d-%d", sd.round, i)
+		tasks = append(tasks, s.chaosTask(nsHTTP, key, key, classLong, chaosPayload(nsHTTP, key, 25), maxAttempts))
+		key = fmt.Sprintf("http-retry-%d-%d", sd.round, i)
+		tasks = append(tasks, s.chaosTask(nsHTTP, key, key, classRetry, map[string]any{"key": key, "fail_first_attempt": true}, maxAttempts))
+	}
+	for i := range 100 {
+		key := fmt.Sprintf("cr-backlog-%d-%03d", sd.round, i)
+		tasks = append(tasks, s.chaosTask(nsChaos, key, key, classBacklog, chaosPayload(nsChaos, key, 1), maxAttempts))
+	}
+	for i := range 4 {
+		go s.api.submit(s.api.add(fmt.Sprintf("api-long-%d-%d", sd.round, i), classLong, 25, maxAttempts, 0))
+	}
+	for _, task := range tasks {
+		must(s.t, s.stack.Client.Create(s.t.Context(), task))
+	}
+	want := map[string]dtqv1alpha1.TaskState{
+		nsChaos + "/" + classLong: dtqv1alpha1.TaskRunning, nsChaos + "/" + classBacklog: dtqv1alpha1.TaskQueued,
+		nsHTTP + "/" + classLong: dtqv1alpha1.TaskRunning, nsHTTP + "/" + classRetry: dtqv1alpha1.TaskRetrying,
+		"api/" + classLong: dtqv1alpha1.TaskRunning,
+	}
+	if first {
+		for k, st := range map[string]dtqv1alpha1.TaskState{
+			nsChaos + "/" + classLoad: dtqv1alpha1.TaskSucceeded, nsChaos + "/" + classRetry: dtqv1alpha1.TaskRetrying,
+			nsChaos + "/" + classDead: dtqv1alpha1.TaskDeadLettered, nsChaos + "/" + classDelay: dtqv1alpha1.TaskPending,
+			nsHTTP + "/" + classLoad: dtqv1alpha1.TaskSucceeded,
+			"api/" + classLoad: dtqv1alpha1.TaskSucceeded, "api/" + classRetry: dtqv1alpha1.TaskRetrying,
+			"api/" + classDead: dtqv1alpha1.TaskDeadLettered, "api/" + classDelay: dtqv1alpha1.TaskPending,
+		} {
+			want[k] = st
+		}
+	}
+	var c census
+	err := poll(s.t.Context(), time.Minute, func() error {
+		var err error
+		if c, err = s.census(); err != nil {
+			return err
+		}
+		var missing []string
+		for k, st := range want {
+			if c[k][st] == 0 {
+				missing = append(missing, k+" "+string(st))
+			}
+		}
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			return fmt.Errorf("no task yet in %v", missing)
+		}
+		return nil
+	})
+	s.logf("tasks crossing the swaps, by class and state:\n%s", c)
+	if err != nil && first {
+		s.t.Fatalf("not every state is crossing the upgrade: %v", err)
+	} else if err != nil {
+		s.t.Errorf("the tasks placed to cross %s are not in their states: %v", s.phaseName(), err)
+	}
+}
+
+// census counts tasks by "<namespace or api>/<class>" and state: the Task
+// CRs of both Queues, and the API's seeded keys and a sample of its load.
+type census map[string]map[dtqv1alpha1.TaskState]int
+
+func (c census) add(k string, st dtqv1alpha1.TaskState) {
+	if c[k] == nil {
+		c[k] = map[dtqv1alpha1.TaskState]int{}
+	}
+	c[k][st]++
+}
+
+func (c census) String() string {
+	var lines []string
+	for k, states := range c {
+		var parts []string
+		for st, n := range states {
+			parts = append(parts, fmt.Sprintf("%s %d", st, n))
+		}
+		sort.Strings(parts)
+		lines = append(lines, fmt.Sprintf("  %-22s %s", k, strings.Join(parts, ", ")))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+func (s *suite) census() (census, error) {
+	c := census{}
+	for _, ns := range []string{nsChaos, nsHTTP} {
+		var list dtqv1alpha1.TaskList
+		if err := s.stack.Client.List(s.t.Context(), &list, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			task := &list.Items[i]
+			class := task.Labels[labelClass]
+			if task.Labels[controllers.LabelSchedule] != "" {
+				class = "schedule"
+			}
+			if (class == classLong || class == classBacklog || ns == nsHTTP && class == classRetry) && task.Labels[labelPhase] != s.phaseName() {
+				class += " (earlier)"
+			}
+			c.add(ns+"/"+class, task.Status.State)
+		}
+	}
+	sampled := map[string]int{}
+	for _, k := range s.api.all() {
+		if k.class == classLoad && sampled[k.class] >= 50 || k.class == classLong && k.phase != s.phaseName() || k.taskID() == "" {
+			continue
+		}
+		sampled[k.class]++
+		task, err := s.api.q.Get(s.t.Context(), k.taskID())
+		if err != nil {
+			return nil, fmt.Errorf("get the API's task of %s: %w", k.key, err)
+		}
+		c.add("api/"+k.class, apiState(task.Status))
+	}
+	return c, nil
+}
+
+// apiState is the Task CR state of an API task status (the same names).
+func apiState(st dtqclient.TaskStatus) dtqv1alpha1.TaskState { return dtqv1alpha1.TaskState(st) }
+
+// inFlight is how many tasks the worker pod of ns had in flight at its last
+// heartbeat, as the current engine reads it (0 when it cannot).
+func (s *suite) inFlight(ns, pod string) int {
+	ctx, cancel := context.WithTimeout(s.t.Context(), 5*time.Second)
+	defer cancel()
+	ws, _ := broker.New(s.rdb).Workers(ctx, broker.QueueRef{Namespace: ns, Name: queue})
+	for _, w := range ws {
+		if w.ID == pod {
+			return w.Active
+		}
+	}
+	return 0
+}
