@@ -508,21 +508,23 @@ func (s *Stack) SignalPod(namespace, name string, sig syscall.Signal) error {
 // RestartManager stops the manager with sig (SIGKILL at once, or SIGTERM with
 // a grace period), starts it again and waits until it is ready.
 func (s *Stack) RestartManager(ctx context.Context, sig syscall.Signal) error {
-	return s.SwapManager(ctx, "", sig)
+	return s.SwapManager(ctx, "", sig, 0)
 }
 
 // ReplaceManager stops the manager (SIGTERM) and runs bin in its place until
 // the next ReplaceManager: a test runs a deliberately broken build this way,
 // and restores Options.ManagerBin after.
 func (s *Stack) ReplaceManager(ctx context.Context, bin string) error {
-	return s.SwapManager(ctx, bin, syscall.SIGTERM)
+	return s.SwapManager(ctx, bin, syscall.SIGTERM, 0)
 }
 
 // SwapManager stops the manager with sig (SIGKILL at once, or SIGTERM with a
-// grace period) and starts bin in its place ("": the same binary), with the
-// same flags its --help offers, and waits until it is ready: one step of an
-// upgrade (test/upgrade runs the previous release's manager, then this one).
-func (s *Stack) SwapManager(ctx context.Context, bin string, sig syscall.Signal) error {
+// grace period), waits down (no manager runs meanwhile, as while a new
+// replica waits for a killed leader's lease), then starts bin in its place
+// ("": the same binary) with the flags its --help offers, and waits until it
+// is ready: one step of an upgrade (test/upgrade runs the previous release's
+// manager, then this one).
+func (s *Stack) SwapManager(ctx context.Context, bin string, sig syscall.Signal, down time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sig == syscall.SIGKILL {
@@ -531,6 +533,11 @@ func (s *Stack) SwapManager(ctx context.Context, bin string, sig syscall.Signal)
 		s.manager.stop()
 	}
 	s.manager.proc = nil
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	if bin != "" {
 		s.manager.bin = bin
 	}

@@ -75,14 +75,14 @@ func (s *suite) seed() {
 	now := time.Now()
 	for i := range 8 {
 		key := fmt.Sprintf("cr-delay-%d", i)
-		d := 40*time.Second + time.Duration(i)*20*time.Second
+		d := 30*time.Second + time.Duration(i)*15*time.Second
 		w := testutil.MakeTask(key, nsChaos).Queue(queue).Type(demo.Chaos).Payload(demo.ChaosPayload{Key: key}).Key(key).
 			MaxAttempts(maxAttempts).Delay(d)
 		w.Labels = map[string]string{labelClass: classDelay, labelPhase: s.phaseName()}
 		tasks = append(tasks, w.Obj())
 		sd.lastDue = now.Add(d)
 		if i < 4 {
-			s.api.submit(s.api.add(fmt.Sprintf("api-delay-%d", i), classDelay, 0, maxAttempts, 50*time.Second+time.Duration(i)*30*time.Second))
+			s.api.submit(s.api.add(fmt.Sprintf("api-delay-%d", i), classDelay, 0, maxAttempts, 40*time.Second+time.Duration(i)*25*time.Second))
 		}
 	}
 	for _, task := range tasks {
@@ -111,51 +111,60 @@ func (sd *seeds) cure(keys []string) {
 	sd.s.logf("cured %d poisoned keys: their next attempts succeed", len(keys))
 }
 
-// crossing places the tasks that cross one phase's swaps: four holding 25 s
-// on each Queue and through the API (running when the workers die), four
+// crossing places the tasks that cross one phase's swaps: four holding 40 s
+// on each Queue and through the API (running when the workers die) and four
 // on the HTTP handler's Queue failing their first attempt (retrying with a
-// 20 s delay) and a backlog of 100 holding 1 s (queued). It waits until they
-// are so, logs the census of every class and, before the first swap, fails
-// unless every class is in its state: a state no task crossed in is a state
-// the test proved nothing about.
+// 30 s delay), then, once they are so, a backlog of 100 holding 2 s (queued
+// when the workers die). Before the first phase it also waits until the
+// seeds and the load are in their states. A state no task crossed the swaps
+// in is a state the test proved nothing about: the test fails then.
 func (sd *seeds) crossing(first bool) {
 	s := sd.s
-	sd.round++
-	var tasks []*dtqv1alpha1.Task
-	for i := range 4 {
-		key := fmt.Sprintf("cr-long-%d-%d", sd.round, i)
-		tasks = append(tasks, s.chaosTask(nsChaos, key, key, classLong, chaosPayload(nsChaos, key, 25), maxAttempts))
-		key = fmt.Sprintf("http-long-%d-%d", sd.round, i)
-		tasks = append(tasks, s.chaosTask(nsHTTP, key, key, classLong, chaosPayload(nsHTTP, key, 25), maxAttempts))
-		key = fmt.Sprintf("http-retry-%d-%d", sd.round, i)
-		tasks = append(tasks, s.chaosTask(nsHTTP, key, key, classRetry, map[string]any{"key": key, "fail_first_attempt": true}, maxAttempts))
-	}
-	for i := range 100 {
-		key := fmt.Sprintf("cr-backlog-%d-%03d", sd.round, i)
-		tasks = append(tasks, s.chaosTask(nsChaos, key, key, classBacklog, chaosPayload(nsChaos, key, 1), maxAttempts))
-	}
-	for i := range 4 {
-		go s.api.submit(s.api.add(fmt.Sprintf("api-long-%d-%d", sd.round, i), classLong, 25, maxAttempts, 0))
-	}
-	for _, task := range tasks {
-		must(s.t, s.stack.Client.Create(s.t.Context(), task))
-	}
-	want := map[string]dtqv1alpha1.TaskState{
-		nsChaos + "/" + classLong: dtqv1alpha1.TaskRunning, nsChaos + "/" + classBacklog: dtqv1alpha1.TaskQueued,
-		nsHTTP + "/" + classLong: dtqv1alpha1.TaskRunning, nsHTTP + "/" + classRetry: dtqv1alpha1.TaskRetrying,
-		"api/" + classLong: dtqv1alpha1.TaskRunning,
-	}
 	if first {
-		for k, st := range map[string]dtqv1alpha1.TaskState{
+		sd.await(map[string]dtqv1alpha1.TaskState{
 			nsChaos + "/" + classLoad: dtqv1alpha1.TaskSucceeded, nsChaos + "/" + classRetry: dtqv1alpha1.TaskRetrying,
 			nsChaos + "/" + classDead: dtqv1alpha1.TaskDeadLettered, nsChaos + "/" + classDelay: dtqv1alpha1.TaskPending,
 			nsHTTP + "/" + classLoad: dtqv1alpha1.TaskSucceeded,
 			"api/" + classLoad: dtqv1alpha1.TaskSucceeded, "api/" + classRetry: dtqv1alpha1.TaskRetrying,
 			"api/" + classDead: dtqv1alpha1.TaskDeadLettered, "api/" + classDelay: dtqv1alpha1.TaskPending,
-		} {
-			want[k] = st
-		}
+		})
 	}
+	sd.round++
+	var long []*dtqv1alpha1.Task
+	for i := range 4 {
+		key := fmt.Sprintf("cr-long-%d-%d", sd.round, i)
+		long = append(long, s.chaosTask(nsChaos, key, key, classLong, chaosPayload(nsChaos, key, 40), maxAttempts))
+		key = fmt.Sprintf("http-long-%d-%d", sd.round, i)
+		long = append(long, s.chaosTask(nsHTTP, key, key, classLong, chaosPayload(nsHTTP, key, 40), maxAttempts))
+		key = fmt.Sprintf("http-retry-%d-%d", sd.round, i)
+		long = append(long, s.chaosTask(nsHTTP, key, key, classRetry, map[string]any{"key": key, "fail_first_attempt": true}, maxAttempts))
+		go s.api.submit(s.api.add(fmt.Sprintf("api-long-%d-%d", sd.round, i), classLong, 40, maxAttempts, 0))
+	}
+	sd.create(long)
+	sd.await(map[string]dtqv1alpha1.TaskState{
+		nsChaos + "/" + classLong: dtqv1alpha1.TaskRunning, nsHTTP + "/" + classLong: dtqv1alpha1.TaskRunning,
+		nsHTTP + "/" + classRetry: dtqv1alpha1.TaskRetrying, "api/" + classLong: dtqv1alpha1.TaskRunning,
+	})
+	var backlog []*dtqv1alpha1.Task
+	for i := range 100 {
+		key := fmt.Sprintf("cr-backlog-%d-%03d", sd.round, i)
+		backlog = append(backlog, s.chaosTask(nsChaos, key, key, classBacklog, chaosPayload(nsChaos, key, 2), maxAttempts))
+	}
+	sd.create(backlog)
+	sd.await(map[string]dtqv1alpha1.TaskState{nsChaos + "/" + classBacklog: dtqv1alpha1.TaskQueued})
+}
+
+// create creates Tasks.
+func (sd *seeds) create(tasks []*dtqv1alpha1.Task) {
+	for _, task := range tasks {
+		must(sd.s.t, sd.s.stack.Client.Create(sd.s.t.Context(), task))
+	}
+}
+
+// await waits until each class (census keys) has a task in its state, logs
+// the census, and fails the test when that does not happen within a minute.
+func (sd *seeds) await(want map[string]dtqv1alpha1.TaskState) {
+	s := sd.s
 	var c census
 	err := poll(s.t.Context(), time.Minute, func() error {
 		var err error
@@ -174,11 +183,9 @@ func (sd *seeds) crossing(first bool) {
 		}
 		return nil
 	})
-	s.logf("tasks crossing the swaps, by class and state:\n%s", c)
-	if err != nil && first {
-		s.t.Fatalf("not every state is crossing the upgrade: %v", err)
-	} else if err != nil {
-		s.t.Errorf("the tasks placed to cross %s are not in their states: %v", s.phaseName(), err)
+	s.logf("tasks by class and state:\n%s", c)
+	if err != nil {
+		s.t.Fatalf("not every state is crossing the swaps: %v", err)
 	}
 }
 

@@ -51,6 +51,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
@@ -104,11 +105,12 @@ type suite struct {
 	httpLog  string // the Python handler's execution log
 	start    time.Time
 	phase    atomic.Value // string: the phase load submitted in
-	running  atomic.Value // *release: the release the components run now
 
 	crChaos, crHTTP *crLoad
 	api             *apiLoad
 	seeds           *seeds
+	// slotSpanned is the schedule's slot that fell due while no manager ran.
+	slotSpanned time.Time
 	// succeeded holds the API keys whose task was seen Succeeded (no need
 	// to read them again while waiting).
 	succeeded map[string]bool
@@ -121,13 +123,13 @@ func TestUpgrade(t *testing.T) {
 	s := &suite{t: t, root: root, start: time.Now(), succeeded: map[string]bool{}}
 	s.old = previousRelease(t, root)
 	s.cur = currentRelease(t, root, t.TempDir())
+	s.setPhase("old")
 	s.logf("built: %s and %s", s.old.name, s.cur.name)
 	s.startStack(handler)
-	s.setPhase("old")
 
+	s.schedule()
 	s.chaosQueue()
 	s.httpQueue()
-	s.schedule()
 	s.startLoad()
 	s.seed()
 
@@ -176,9 +178,8 @@ func (s *suite) startStack(handler slog.Handler) {
 		Log:        slog.New(handler).With("stack", "upgrade"),
 	})
 	if err != nil {
-		t.Fatalf("start the dev stack with the %s (logs in %s): %v", s.old.name, dir, err)
+		t.Fatalf("start the dev stack with %s (logs in %s): %v", s.old.name, dir, err)
 	}
-	s.running.Store(&s.old)
 	t.Cleanup(func() {
 		if s.rdb != nil {
 			_ = s.rdb.Close()
@@ -197,7 +198,7 @@ func (s *suite) startStack(handler slog.Handler) {
 	})
 	s.rdb, err = redisconn.Config{URL: s.stack.RedisURL()}.Client()
 	must(t, err)
-	s.logf("dev stack up with the %s: manager, API and worker binaries, CRDs and admission policies", s.old.name)
+	s.logf("dev stack up with %s: its manager, API and worker binaries, CRDs and admission policies", s.old.name)
 }
 
 // chaosQueue creates Queue upgrade/q: two workers of the reference worker
@@ -207,6 +208,7 @@ func (s *suite) chaosQueue() {
 		q.Concurrency = 8
 		q.VisibilityTimeout = dtqv1alpha1.NewDuration(visibility)
 		q.HeartbeatInterval = dtqv1alpha1.NewDuration(500 * time.Millisecond)
+		q.TaskTimeout = dtqv1alpha1.NewDuration(2 * time.Minute)
 		q.WorkerTemplate.Spec.Containers = []corev1.Container{{
 			Name: "worker", Image: "ghcr.io/dtq-dev/dtq-worker:latest",
 			Env: []corev1.EnvVar{{Name: demo.EnvChaosLog, Value: s.chaosLog}},
@@ -229,9 +231,9 @@ func (s *suite) httpQueue() {
 	if example.Spec.Handler == nil {
 		s.t.Fatal("the Python example's queue.yaml holds no Queue with a handler")
 	}
-	// Its tasks failing a first attempt wait 20 s, so they are Retrying
+	// Its tasks failing a first attempt wait 30 s, so they are Retrying
 	// while the sidecars are swapped.
-	s.createQueue(nsHTTP, 20*time.Second, 20*time.Second, func(q *dtqv1alpha1.QueueSpec) {
+	s.createQueue(nsHTTP, 30*time.Second, 30*time.Second, func(q *dtqv1alpha1.QueueSpec) {
 		*q = example.Spec
 		q.VisibilityTimeout = dtqv1alpha1.NewDuration(2 * time.Second)
 		q.HeartbeatInterval = dtqv1alpha1.NewDuration(400 * time.Millisecond)
@@ -295,23 +297,25 @@ func (s *suite) workerPods(ns string, ready bool) []devstack.PodInfo {
 	return out
 }
 
-// run runs one phase: tasks that cross it (long ones running, a backlog),
-// each release's CRDs and admission policies, then the components swapped
-// in order, each killed with SIGKILL while the load goes on.
+// run runs one phase: tasks placed to cross it (long ones running, a
+// backlog queued), the release's CRDs and admission policies, then its
+// components swapped in order, each killed with SIGKILL while the load goes
+// on. Tasks submitted during the swaps belong to the phase (p.name), those
+// after it to "after-<p.name>".
 func (s *suite) run(p phase, first bool) {
 	t := s.t
-	s.setPhase(p.name)
-	s.logf("%s to the %s, in the order %v", p.name, p.to.name, p.order)
+	s.logf("%s to %s, in the order %v", p.name, p.to.name, p.order)
 	s.seeds.crossing(first)
 	if p.name == "upgrade-2" {
 		// The retrying tasks may succeed from now on: on this commit's build.
 		s.seeds.cure(s.seeds.retry)
 	}
+	s.setPhase(p.name)
 	must(t, s.stack.InstallCRDs(t.Context(), p.to.crdDir, p.to.admissionDir))
-	s.logf("installed the CRDs and admission policies of the %s", p.to.name)
+	s.logf("installed the CRDs and admission policies of %s", p.to.name)
 	for i, st := range p.order {
 		if i > 0 {
-			time.Sleep(5 * time.Second) // the load runs on the mixed versions
+			time.Sleep(3 * time.Second) // the load runs on the mixed versions
 		}
 		switch st {
 		case workers:
@@ -319,14 +323,11 @@ func (s *suite) run(p phase, first bool) {
 		case api:
 			s.swapAPI(p.to.api)
 		case manager:
-			if first {
-				s.waitSlotBoundary()
-			}
-			s.swapManager(p.to.manager)
+			s.swapManager(p.to.manager, first)
 		}
 	}
-	s.running.Store(p.to)
-	time.Sleep(10 * time.Second) // the load runs on the release alone
+	s.setPhase("after-" + p.name)
+	time.Sleep(5 * time.Second) // the load runs on the release alone
 	s.validate(p.to, false)
 	s.logf("%s done", p.name)
 }
@@ -373,22 +374,45 @@ func (s *suite) swapAPI(bin string) {
 	time.Sleep(500 * time.Millisecond)
 }
 
-// swapManager SIGKILLs the manager and starts bin.
-func (s *suite) swapManager(bin string) {
+// managerDown is how long no manager runs in a swap: a new replica takes
+// over a SIGKILLed leader's lease after about this long.
+const managerDown = 3 * time.Second
+
+// swapManager SIGKILLs the manager and starts bin managerDown later. Across
+// a slot, when across is set: once the running manager has run a slot of
+// the schedule, killed 1.5 s before the next, so that it falls due while no
+// manager runs and the new one must run it late, once, from the cursor the
+// old one left.
+func (s *suite) swapManager(bin string, across bool) {
+	if across {
+		s.awaitScheduleRun()
+		next := time.Now().Truncate(time.Minute).Add(time.Minute)
+		if time.Until(next) < 2*time.Second {
+			next = next.Add(time.Minute)
+		}
+		s.logf("manager: waiting until %s, so that its swap spans the schedule's slot %s", next.Add(-1500*time.Millisecond).UTC().Format("15:04:05.0"),
+			next.UTC().Format("15:04"))
+		time.Sleep(time.Until(next.Add(-1500 * time.Millisecond)))
+		s.slotSpanned = next
+	}
 	t0 := time.Now()
-	must(s.t, s.stack.SwapManager(s.t.Context(), bin, syscall.SIGKILL))
-	s.logf("manager: SIGKILLed at %s; %s ready after %v", t0.UTC().Format("15:04:05.0"), s.releaseOf(bin), time.Since(t0).Round(time.Millisecond))
+	must(s.t, s.stack.SwapManager(s.t.Context(), bin, syscall.SIGKILL, managerDown))
+	s.logf("manager: SIGKILLed at %s; %s started %v later, ready after %v", t0.UTC().Format("15:04:05.0"), s.releaseOf(bin), managerDown,
+		(time.Since(t0) - managerDown).Round(time.Millisecond))
 }
 
-// waitSlotBoundary waits until the next whole minute is about 1.5 s away,
-// so that the manager swap that follows spans a slot of the schedule.
-func (s *suite) waitSlotBoundary() {
-	next := time.Now().Truncate(time.Minute).Add(time.Minute)
-	if time.Until(next) < 1500*time.Millisecond {
-		next = next.Add(time.Minute)
-	}
-	s.logf("manager: waiting for %s, so that the swap spans the schedule's slot", next.Add(-1500*time.Millisecond).UTC().Format("15:04:05.0"))
-	time.Sleep(time.Until(next.Add(-1500 * time.Millisecond)))
+// awaitScheduleRun waits until the schedule has run a slot.
+func (s *suite) awaitScheduleRun() {
+	must(s.t, poll(s.t.Context(), 2*time.Minute, func() error {
+		ts := &dtqv1alpha1.TaskSchedule{}
+		if err := s.stack.Client.Get(s.t.Context(), client.ObjectKey{Namespace: nsChaos, Name: scheduleName}, ts); err != nil {
+			return err
+		}
+		if ts.Status.LastHandledSlot == nil {
+			return fmt.Errorf("the schedule has handled no slot yet")
+		}
+		return nil
+	}))
 }
 
 // releaseOf names the release bin belongs to.
