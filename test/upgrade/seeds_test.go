@@ -152,6 +152,9 @@ func (sd *seeds) crossing(first bool) {
 	}
 	sd.create(backlog)
 	sd.await(map[string]dtqv1alpha1.TaskState{nsChaos + "/" + classBacklog: dtqv1alpha1.TaskQueued})
+	c, err := s.census()
+	must(s.t, err)
+	s.logf("tasks by class and state as the swaps begin:\n%s", c)
 }
 
 // create creates Tasks.
@@ -183,9 +186,8 @@ func (sd *seeds) await(want map[string]dtqv1alpha1.TaskState) {
 		}
 		return nil
 	})
-	s.logf("tasks by class and state:\n%s", c)
 	if err != nil {
-		s.t.Fatalf("not every state is crossing the swaps: %v", err)
+		s.t.Fatalf("not every state is crossing the swaps: %v; tasks by class and state:\n%s", err, c)
 	}
 }
 

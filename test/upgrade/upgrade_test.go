@@ -47,7 +47,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -198,6 +197,9 @@ func (s *suite) startStack(handler slog.Handler) {
 	})
 	s.rdb, err = redisconn.Config{URL: s.stack.RedisURL()}.Client()
 	must(t, err)
+	for _, ns := range []string{nsChaos, nsHTTP} {
+		must(t, s.stack.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
 	s.logf("dev stack up with %s: its manager, API and worker binaries, CRDs and admission policies", s.old.name)
 }
 
@@ -247,9 +249,6 @@ func (s *suite) httpQueue() {
 // the retry delays given, and waits until both workers are ready.
 func (s *suite) createQueue(ns string, base, maxDelay time.Duration, mutate func(*dtqv1alpha1.QueueSpec)) {
 	t := s.t
-	if err := s.stack.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	q := &dtqv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: queue, Namespace: ns}}
 	mutate(&q.Spec)
 	q.Spec.Scaling.MinReplicas, q.Spec.Scaling.MaxReplicas = ptr.To[int32](2), 2
@@ -323,7 +322,7 @@ func (s *suite) run(p phase, first bool) {
 		case api:
 			s.swapAPI(p.to.api)
 		case manager:
-			s.swapManager(p.to.manager, first)
+			s.swapManager(p.to.manager, first, p.name == "upgrade-2")
 		}
 	}
 	s.setPhase("after-" + p.name)
@@ -378,27 +377,28 @@ func (s *suite) swapAPI(bin string) {
 // over a SIGKILLed leader's lease after about this long.
 const managerDown = 3 * time.Second
 
-// swapManager SIGKILLs the manager and starts bin managerDown later. Across
-// a slot, when across is set: once the running manager has run a slot of
-// the schedule, killed 1.5 s before the next, so that it falls due while no
-// manager runs and the new one must run it late, once, from the cursor the
-// old one left.
-func (s *suite) swapManager(bin string, across bool) {
-	if across {
+// swapManager SIGKILLs the manager and starts bin managerDown later. With
+// afterSlot, only once the running manager has run a slot of the schedule,
+// so that the new one continues from its cursor. With across, bin starts
+// only after the next whole minute (at least managerDown later): that slot
+// of the schedule falls due while no manager runs, and the new one must run
+// it late, once, while the load goes on without a manager.
+func (s *suite) swapManager(bin string, afterSlot, across bool) {
+	if afterSlot {
 		s.awaitScheduleRun()
-		next := time.Now().Truncate(time.Minute).Add(time.Minute)
-		if time.Until(next) < 2*time.Second {
-			next = next.Add(time.Minute)
-		}
-		s.logf("manager: waiting until %s, so that its swap spans the schedule's slot %s", next.Add(-1500*time.Millisecond).UTC().Format("15:04:05.0"),
-			next.UTC().Format("15:04"))
-		time.Sleep(time.Until(next.Add(-1500 * time.Millisecond)))
-		s.slotSpanned = next
 	}
 	t0 := time.Now()
-	must(s.t, s.stack.SwapManager(s.t.Context(), bin, syscall.SIGKILL, managerDown))
-	s.logf("manager: SIGKILLed at %s; %s started %v later, ready after %v", t0.UTC().Format("15:04:05.0"), s.releaseOf(bin), managerDown,
-		(time.Since(t0) - managerDown).Round(time.Millisecond))
+	down := managerDown
+	if across {
+		s.slotSpanned = t0.Add(managerDown).Truncate(time.Minute).Add(time.Minute)
+		down = s.slotSpanned.Add(1500 * time.Millisecond).Sub(t0)
+	}
+	must(s.t, s.stack.SwapManager(s.t.Context(), bin, syscall.SIGKILL, down))
+	s.logf("manager: SIGKILLed at %s; %s started %v later, ready after %v", t0.UTC().Format("15:04:05.0"), s.releaseOf(bin),
+		down.Round(100*time.Millisecond), (time.Since(t0) - down).Round(time.Millisecond))
+	if across {
+		s.logf("manager: the schedule's slot %s fell due while no manager ran", s.slotSpanned.UTC().Format("15:04"))
+	}
 }
 
 // awaitScheduleRun waits until the schedule has run a slot.
