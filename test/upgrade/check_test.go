@@ -48,10 +48,10 @@ import (
 // reconciles them.
 func (s *suite) finish() {
 	t := s.t
-	s.setPhase("final")
 	for _, err := range slices.Concat(s.crChaos.halt(), s.crHTTP.halt(), s.api.halt()) {
 		t.Errorf("load: %v", err)
 	}
+	s.setPhase("final")
 	s.logf("load stopped: %d API submissions answered", s.api.submissions())
 	s.suspendSchedule()
 	s.seeds.cure(s.seeds.dead)

@@ -164,8 +164,9 @@ func (sd *seeds) create(tasks []*dtqv1alpha1.Task) {
 	}
 }
 
-// await waits until each class (census keys) has a task in its state, logs
-// the census, and fails the test when that does not happen within a minute.
+// await waits until each class (census keys) has a task in its state; the
+// test fails when that does not happen within a minute (at once before the
+// first swap, where it could prove nothing; later it goes on to its checks).
 func (sd *seeds) await(want map[string]dtqv1alpha1.TaskState) {
 	s := sd.s
 	var c census
@@ -186,8 +187,11 @@ func (sd *seeds) await(want map[string]dtqv1alpha1.TaskState) {
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case err != nil && s.phaseName() == "old":
 		s.t.Fatalf("not every state is crossing the swaps: %v; tasks by class and state:\n%s", err, c)
+	case err != nil:
+		s.t.Errorf("not every state is crossing the swaps: %v; tasks by class and state:\n%s", err, c)
 	}
 }
 
