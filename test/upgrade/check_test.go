@@ -282,7 +282,7 @@ func (s *suite) checkChaos(tasks []*dtqv1alpha1.Task) phaseReports {
 		}
 	}
 	if !r.all.OK() {
-		t.Errorf("chaos queue: %s\n%s", r.all, r.all.Details(30))
+		t.Errorf("chaos queue: %s\n%s", r.all, r.all.Details(20))
 	}
 	return r
 }
@@ -365,7 +365,7 @@ func (s *suite) checkHTTP(tasks []*dtqv1alpha1.Task) chaoscheck.Report {
 	must(s.t, err)
 	r := chaoscheck.Check(chaoscheck.FromTasks(tasks, maxAttempts), log, nil)
 	if !r.OK() {
-		s.t.Errorf("HTTP handler queue: %s\n%s", r, r.Details(30))
+		s.t.Errorf("HTTP handler queue: %s\n%s", r, r.Details(20))
 	}
 	return r
 }
@@ -375,8 +375,8 @@ func (s *suite) checkHTTP(tasks []*dtqv1alpha1.Task) chaoscheck.Report {
 // once one said it Succeeded, every later one says so with the same result.
 // For Task CRs the same holds of every Task of a key.
 func (s *suite) checkAnswers() string {
-	t := s.t
-	keys, answers, crossed, bad := 0, 0, 0, 0
+	keys, answers, crossed := 0, 0, 0
+	var bad []string
 	for _, k := range s.api.all() {
 		keys++
 		answers += len(k.answers)
@@ -398,8 +398,7 @@ func (s *suite) checkAnswers() string {
 			crossed++
 		}
 		if len(problems) > 0 {
-			bad++
-			t.Errorf("API key %s answered differently: %s", k.key, strings.Join(problems, "; "))
+			bad = append(bad, fmt.Sprintf("API key %s: %s", k.key, strings.Join(problems, "; ")))
 		}
 	}
 	for ns, tasks := range s.tasks() {
@@ -426,15 +425,17 @@ func (s *suite) checkAnswers() string {
 			for _, task := range ts[1:] {
 				a, b := ts[0].Status, task.Status
 				if idOf(a) != idOf(b) || a.State != b.State || a.Result != b.Result {
-					bad++
-					t.Errorf("Task CRs of key %s/%s differ: %s %s %s %q and %s %s %s %q", ns, key, ts[0].Name, idOf(a), a.State, a.Result,
-						task.Name, idOf(b), b.State, b.Result)
+					bad = append(bad, fmt.Sprintf("Task CRs of key %s/%s: %s %s %s %q and %s %s %s %q", ns, key, ts[0].Name, idOf(a), a.State,
+						a.Result, task.Name, idOf(b), b.State, b.Result))
 				}
 			}
 		}
 	}
+	if len(bad) > 0 {
+		s.t.Errorf("%d idempotency keys answered differently, e.g.\n%s", len(bad), strings.Join(bad[:min(10, len(bad))], "\n"))
+	}
 	return fmt.Sprintf("idempotency keys submitted more than once: %d keys answered %d times (%d of them in different phases), %d answered differently",
-		keys, answers, crossed, bad)
+		keys, answers, crossed, len(bad))
 }
 
 // checkHit checks that each phase's swaps hit running work: of the tasks
