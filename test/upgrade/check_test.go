@@ -95,7 +95,7 @@ func (s *suite) runDeadAgain() {
 	n := 0
 	for _, key := range s.seeds.dead {
 		if k, ok := s.api.byKey[key]; ok {
-			if _, err := s.api.q.Requeue(t.Context(), k.taskID()); err != nil {
+			if _, err := s.api.q.Requeue(t.Context(), s.api.taskID(k)); err != nil {
 				t.Errorf("requeue the dead-lettered API task of %s: %v", key, err)
 			}
 			n++
@@ -169,10 +169,10 @@ func (s *suite) unfinished() []string {
 
 // apiTask reads the API's task of k (nil when k was never answered).
 func (s *suite) apiTask(k *apiKey) (*dtqclient.Task, error) {
-	if k.taskID() == "" {
+	if s.api.taskID(k) == "" {
 		return nil, errors.New("never answered")
 	}
-	return s.api.q.Get(s.t.Context(), k.taskID())
+	return s.api.q.Get(s.t.Context(), s.api.taskID(k))
 }
 
 // resubmit submits every API key once more and creates a second Task of up

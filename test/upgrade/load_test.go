@@ -321,8 +321,11 @@ func (l *apiLoad) all() []*apiKey {
 	return append([]*apiKey(nil), l.keys...)
 }
 
-// taskID is the task ID k's answers name (the first one; check compares them).
-func (k *apiKey) taskID() string {
+// taskID is the task ID k's answers name (the first; checkAnswers compares
+// them), "" before its first answer.
+func (l *apiLoad) taskID(k *apiKey) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for _, a := range k.answers {
 		if a.taskID != "" {
 			return a.taskID

@@ -241,11 +241,11 @@ func (s *suite) census() (census, error) {
 	}
 	sampled := map[string]int{}
 	for _, k := range s.api.all() {
-		if k.class == classLoad && sampled[k.class] >= 50 || k.class == classLong && k.phase != s.phaseName() || k.taskID() == "" {
+		if k.class == classLoad && sampled[k.class] >= 50 || k.class == classLong && k.phase != s.phaseName() || s.api.taskID(k) == "" {
 			continue
 		}
 		sampled[k.class]++
-		task, err := s.api.q.Get(s.t.Context(), k.taskID())
+		task, err := s.api.q.Get(s.t.Context(), s.api.taskID(k))
 		if err != nil {
 			return nil, fmt.Errorf("get the API's task of %s: %w", k.key, err)
 		}
