@@ -122,11 +122,15 @@ func (sd *seeds) crossing(first bool) {
 	s := sd.s
 	if first {
 		sd.await(map[string]dtqv1alpha1.TaskState{
-			nsChaos + "/" + classLoad: dtqv1alpha1.TaskSucceeded, nsChaos + "/" + classRetry: dtqv1alpha1.TaskRetrying,
-			nsChaos + "/" + classDead: dtqv1alpha1.TaskDeadLettered, nsChaos + "/" + classDelay: dtqv1alpha1.TaskPending,
-			nsHTTP + "/" + classLoad: dtqv1alpha1.TaskSucceeded,
-			"api/" + classLoad: dtqv1alpha1.TaskSucceeded, "api/" + classRetry: dtqv1alpha1.TaskRetrying,
-			"api/" + classDead: dtqv1alpha1.TaskDeadLettered, "api/" + classDelay: dtqv1alpha1.TaskPending,
+			nsChaos + "/" + classLoad:  dtqv1alpha1.TaskSucceeded,
+			nsChaos + "/" + classRetry: dtqv1alpha1.TaskRetrying,
+			nsChaos + "/" + classDead:  dtqv1alpha1.TaskDeadLettered,
+			nsChaos + "/" + classDelay: dtqv1alpha1.TaskPending,
+			nsHTTP + "/" + classLoad:   dtqv1alpha1.TaskSucceeded,
+			"api/" + classLoad:         dtqv1alpha1.TaskSucceeded,
+			"api/" + classRetry:        dtqv1alpha1.TaskRetrying,
+			"api/" + classDead:         dtqv1alpha1.TaskDeadLettered,
+			"api/" + classDelay:        dtqv1alpha1.TaskPending,
 		})
 	}
 	sd.round++
