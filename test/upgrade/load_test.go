@@ -72,11 +72,12 @@ func chaosPayload(ns, key string, hold float64) any {
 // new key each tick, and every fifth key a twin 40 ticks later (a second
 // Task of the key: the CR form of a resubmission), so twins cross the swaps.
 type crLoad struct {
-	s      *suite
-	ns     string
-	prefix string
-	stop   chan struct{}
-	done   chan struct{}
+	s        *suite
+	ns       string
+	prefix   string
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
 
 	mu   sync.Mutex
 	keys []string
@@ -127,7 +128,7 @@ func (l *crLoad) create(task *dtqv1alpha1.Task) {
 
 // halt stops the load and returns the errors it met.
 func (l *crLoad) halt() []error {
-	close(l.stop)
+	l.stopOnce.Do(func() { close(l.stop) })
 	<-l.done
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -161,13 +162,14 @@ type answer struct {
 // answer (it was killed, or not yet started) is sent again with its key
 // until it is answered, as a client should.
 type apiLoad struct {
-	s     *suite
-	c     *dtqclient.Client
-	q     *dtqclient.Queue
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	fast  atomic.Bool
-	count atomic.Int64
+	s        *suite
+	c        *dtqclient.Client
+	q        *dtqclient.Queue
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+	fast     atomic.Bool
+	count    atomic.Int64
 
 	mu    sync.Mutex
 	keys  []*apiKey // in submission order
@@ -307,7 +309,7 @@ func retryable(err error) bool {
 
 // halt stops the clients and returns the errors they met.
 func (l *apiLoad) halt() []error {
-	close(l.stop)
+	l.stopOnce.Do(func() { close(l.stop) })
 	l.wg.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -49,6 +49,11 @@ func (s *suite) startLoad() {
 	s.crHTTP = s.newCRLoad(nsHTTP, "http", 500*time.Millisecond)
 	s.api = s.newAPILoad()
 	s.api.start()
+	s.t.Cleanup(func() { // a test that ended early: before the stack stops
+		s.crChaos.halt()
+		s.crHTTP.halt()
+		s.api.halt()
+	})
 	s.logf("load started: Task CRs on both Queues, HTTP API submissions with idempotency keys and their resubmissions")
 }
 

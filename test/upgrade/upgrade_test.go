@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -118,6 +119,9 @@ type suite struct {
 func TestUpgrade(t *testing.T) {
 	handler := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
 	ctrllog.SetLogger(logr.FromSlogHandler(handler))
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatalf("the HTTP handler example needs python3: %v (make test installs it: make handler-runtimes)", err)
+	}
 	root := envtestutil.RepoRoot()
 	s := &suite{t: t, root: root, start: time.Now(), succeeded: map[string]bool{}}
 	s.old = previousRelease(t, root)
