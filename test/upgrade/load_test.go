@@ -141,6 +141,7 @@ type apiKey struct {
 	key, class, phase string
 	hold              float64
 	maxAttempts       int
+	priority          int // 0: the default
 	delay             time.Duration
 	at                time.Time
 	answers           []answer
@@ -256,6 +257,9 @@ func (l *apiLoad) submit(k *apiKey) {
 	opts := []dtqclient.SubmitOption{dtqclient.IdempotencyKey(k.key), dtqclient.MaxAttempts(k.maxAttempts)}
 	if k.delay > 0 {
 		opts = append(opts, dtqclient.Delay(k.delay))
+	}
+	if k.priority > 0 {
+		opts = append(opts, dtqclient.Priority(k.priority))
 	}
 	payload := demo.ChaosPayload{Key: k.key, HoldSeconds: k.hold}
 	deadline := time.Now().Add(2 * time.Minute)

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
@@ -139,6 +140,7 @@ func (sd *seeds) crossing(first bool) {
 		})
 	}
 	sd.round++
+	// Priority 9: they start at once, ahead of any backlog.
 	var long []*dtqv1alpha1.Task
 	for i := range 4 {
 		key := fmt.Sprintf("cr-long-%d-%d", sd.round, i)
@@ -147,7 +149,12 @@ func (sd *seeds) crossing(first bool) {
 		long = append(long, s.chaosTask(nsHTTP, key, key, classLong, chaosPayload(nsHTTP, key, 40), maxAttempts))
 		key = fmt.Sprintf("http-retry-%d-%d", sd.round, i)
 		long = append(long, s.chaosTask(nsHTTP, key, key, classRetry, map[string]any{"key": key, "fail_first_attempt": true}, maxAttempts))
-		go s.api.submit(s.api.add(fmt.Sprintf("api-long-%d-%d", sd.round, i), classLong, 40, maxAttempts, 0))
+		k := s.api.add(fmt.Sprintf("api-long-%d-%d", sd.round, i), classLong, 40, maxAttempts, 0)
+		k.priority = 9
+		go s.api.submit(k)
+	}
+	for _, task := range long {
+		task.Spec.Priority = ptr.To[int32](9)
 	}
 	sd.create(long)
 	sd.await(map[string]dtqv1alpha1.TaskState{
