@@ -19,6 +19,7 @@ package upgrade
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -43,10 +44,10 @@ type seeds struct {
 	round       int
 }
 
-// startLoad starts the steady load: Task CRs on both Queues (4 and 2 a
+// startLoad starts the steady load: Task CRs on both Queues (3 and 2 a
 // second) and the HTTP API clients (4 a second, plus resubmissions).
 func (s *suite) startLoad() {
-	s.crChaos = s.newCRLoad(nsChaos, "cr", 250*time.Millisecond)
+	s.crChaos = s.newCRLoad(nsChaos, "cr", 333*time.Millisecond)
 	s.crHTTP = s.newCRLoad(nsHTTP, "http", 500*time.Millisecond)
 	s.api = s.newAPILoad()
 	s.api.start()
@@ -121,13 +122,15 @@ func (sd *seeds) cure(keys []string) {
 // on each Queue and through the API (running when the workers die) and four
 // on the HTTP handler's Queue failing their first attempt (retrying with a
 // 30 s delay), then, once they are so, a backlog of 100 holding 2 s (queued
-// when the workers die). Before the first phase it also waits until the
-// seeds and the load are in their states. A state no task crossed the swaps
-// in is a state the test proved nothing about: the test fails then.
+// when the workers die). Their states are the engine's (read through the
+// API by task ID, a Task's UID), which the Task CRs' status follows with
+// the manager's lag. Before the first phase it also waits until the seeds
+// and the load are in their states. A state no task crossed the swaps in is
+// a state the test proved nothing about: the test fails then.
 func (sd *seeds) crossing(first bool) {
 	s := sd.s
 	if first {
-		sd.await(map[string]dtqv1alpha1.TaskState{
+		sd.await(s.census, map[string]dtqv1alpha1.TaskState{
 			nsChaos + "/" + classLoad:  dtqv1alpha1.TaskSucceeded,
 			nsChaos + "/" + classRetry: dtqv1alpha1.TaskRetrying,
 			nsChaos + "/" + classDead:  dtqv1alpha1.TaskDeadLettered,
@@ -142,6 +145,7 @@ func (sd *seeds) crossing(first bool) {
 	sd.round++
 	// Priority 9: they start at once, ahead of any backlog.
 	var long []*dtqv1alpha1.Task
+	var keys []*apiKey
 	for i := range 4 {
 		key := fmt.Sprintf("cr-long-%d-%d", sd.round, i)
 		long = append(long, s.chaosTask(nsChaos, key, key, classLong, chaosPayload(nsChaos, key, 40), maxAttempts))
@@ -151,13 +155,14 @@ func (sd *seeds) crossing(first bool) {
 		long = append(long, s.chaosTask(nsHTTP, key, key, classRetry, map[string]any{"key": key, "fail_first_attempt": true}, maxAttempts))
 		k := s.api.add(fmt.Sprintf("api-long-%d-%d", sd.round, i), classLong, 40, maxAttempts, 0)
 		k.priority = 9
+		keys = append(keys, k)
 		go s.api.submit(k)
 	}
 	for _, task := range long {
 		task.Spec.Priority = ptr.To[int32](9)
 	}
 	sd.create(long)
-	sd.await(map[string]dtqv1alpha1.TaskState{
+	sd.await(func() (census, error) { return s.engineCensus(long, keys), nil }, map[string]dtqv1alpha1.TaskState{
 		nsChaos + "/" + classLong: dtqv1alpha1.TaskRunning, nsHTTP + "/" + classLong: dtqv1alpha1.TaskRunning,
 		nsHTTP + "/" + classRetry: dtqv1alpha1.TaskRetrying, "api/" + classLong: dtqv1alpha1.TaskRunning,
 	})
@@ -167,10 +172,11 @@ func (sd *seeds) crossing(first bool) {
 		backlog = append(backlog, s.chaosTask(nsChaos, key, key, classBacklog, chaosPayload(nsChaos, key, 2), maxAttempts))
 	}
 	sd.create(backlog)
-	sd.await(map[string]dtqv1alpha1.TaskState{nsChaos + "/" + classBacklog: dtqv1alpha1.TaskQueued})
-	c, err := s.census()
-	must(s.t, err)
-	s.logf("tasks by class and state as the swaps begin:\n%s", c)
+	placed := slices.Concat(long, backlog[len(backlog)-20:])
+	var c census
+	sd.await(func() (census, error) { c = s.engineCensus(placed, keys); return c, nil },
+		map[string]dtqv1alpha1.TaskState{nsChaos + "/" + classBacklog: dtqv1alpha1.TaskQueued})
+	s.logf("tasks placed to cross the swaps (the backlog's last 20), by the engine's state as the swaps begin:\n%s", c)
 }
 
 // create creates Tasks.
@@ -183,12 +189,12 @@ func (sd *seeds) create(tasks []*dtqv1alpha1.Task) {
 // await waits until each class (census keys) has a task in its state; the
 // test fails when that does not happen within a minute (at once before the
 // first swap, where it could prove nothing; later it goes on to its checks).
-func (sd *seeds) await(want map[string]dtqv1alpha1.TaskState) {
+func (sd *seeds) await(count func() (census, error), want map[string]dtqv1alpha1.TaskState) {
 	s := sd.s
 	var c census
 	err := poll(s.t.Context(), time.Minute, func() error {
 		var err error
-		if c, err = s.census(); err != nil {
+		if c, err = count(); err != nil {
 			return err
 		}
 		var missing []string
@@ -209,6 +215,27 @@ func (sd *seeds) await(want map[string]dtqv1alpha1.TaskState) {
 	case err != nil:
 		s.t.Errorf("not every state is crossing the swaps: %v; tasks by class and state:\n%s", err, c)
 	}
+}
+
+// engineCensus counts tasks and API keys by the engine's state, read
+// through the API: a Task's task ID is its UID ("not submitted" until the
+// manager has).
+func (s *suite) engineCensus(tasks []*dtqv1alpha1.Task, keys []*apiKey) census {
+	c := census{}
+	for _, task := range tasks {
+		got, err := s.api.c.Queue(task.Namespace, queue).Get(s.t.Context(), string(task.UID))
+		st := dtqv1alpha1.TaskState("not submitted")
+		if err == nil {
+			st = apiState(got.Status)
+		}
+		c.add(task.Namespace+"/"+task.Labels[labelClass], st)
+	}
+	for _, k := range keys {
+		if task, err := s.apiTask(k); err == nil {
+			c.add("api/"+k.class, apiState(task.Status))
+		}
+	}
+	return c
 }
 
 // census counts tasks by "<namespace or api>/<class>" and state: the Task
