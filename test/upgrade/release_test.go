@@ -183,6 +183,12 @@ var plants = map[string][]patch{
 		{"internal/broker/deliver.go", `k.task(id), "state", `, `k.task(id), "status", `},
 		{"internal/broker/queue_delete.go", `k.task(id), "state", `, `k.task(id), "status", `},
 	},
+	// The idempotency records' keys renamed, without a migration: this build
+	// finds no record the previous release wrote, so a key submitted again
+	// is new work, run a second time.
+	"rename-idempotency": {
+		{"internal/broker/keys.go", `sufIdempotency = "idempotency:"`, `sufIdempotency = "idem:"`},
+	},
 }
 
 func plantNames() []string {
