@@ -62,7 +62,7 @@ func (s *suite) finish() {
 
 	tasks := s.tasks()
 	reports := s.checkChaos(tasks[nsChaos])
-	http := s.checkHTTP(tasks[nsHTTP])
+	httpReport := s.checkHTTP(tasks[nsHTTP])
 	answered := s.checkAnswers()
 	hit := s.checkHit(tasks)
 	s.validate(&s.cur, true)
@@ -74,7 +74,7 @@ func (s *suite) finish() {
 			}
 		}
 	}
-	s.logf("SUMMARY\n%s\n  HTTP handler queue: %s\n  %s\n  %s", reports, http, answered, hit)
+	s.logf("SUMMARY\n%s\n  HTTP handler queue: %s\n  %s\n  %s", reports, httpReport, answered, hit)
 }
 
 // suspendSchedule suspends the TaskSchedule (this commit's manager): no
@@ -113,9 +113,9 @@ func (s *suite) runDeadAgain() {
 	s.logf("ran the %d dead-lettered tasks again: Task CRs through spec.retryGeneration, the API's through a dead-letter requeue", n)
 }
 
-// waitFinished waits until every Task and every API task has finished: at
-// least until the last delayed task is due, then until none is left or
-// nothing has changed for a minute (the checks then report what is left).
+// waitFinished waits until every Task and every API task has finished, or,
+// once the last delayed task is due, until nothing has changed for a minute
+// (the checks then report what is left).
 func (s *suite) waitFinished() {
 	t := s.t
 	var left []string

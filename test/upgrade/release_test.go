@@ -19,6 +19,7 @@ package upgrade
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,11 +54,12 @@ const envPlant = "DTQ_UPGRADE_PLANT"
 func previousRelease(t *testing.T, root string) release {
 	t.Helper()
 	commit, version := readReleaseFile(t, filepath.Join(root, releaseFile))
-	out, err := exec.Command("git", "-C", root, "rev-parse", "--verify", "--quiet", commit+"^{commit}").CombinedOutput()
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--verify", commit+"^{commit}").Output()
 	if err != nil {
-		t.Fatalf("the previous release's commit %s (%s) is not in this repository's history: %v %s\n"+
-			"a shallow clone? fetch the history (git fetch --unshallow, or fetch the release's tag) and run again",
-			commit, releaseFile, err, out)
+		shallow, _ := exec.Command("git", "-C", root, "rev-parse", "--is-shallow-repository").Output()
+		t.Fatalf("the previous release's commit %s (%s) is not in this repository's history: git rev-parse: %v %s"+
+			"(shallow clone: %s)\na shallow clone? fetch the history (git fetch --unshallow, or fetch the release's tag) and run again",
+			commit, releaseFile, err, stderr(err), strings.TrimSpace(string(shallow)))
 	}
 	sha := strings.TrimSpace(string(out))
 	name := fmt.Sprintf("previous release %s (%s)", version, sha[:7])
@@ -183,6 +185,12 @@ var plants = map[string][]patch{
 		{"internal/broker/deliver.go", `k.task(id), "state", `, `k.task(id), "status", `},
 		{"internal/broker/queue_delete.go", `k.task(id), "state", `, `k.task(id), "status", `},
 	},
+	// The idempotency records' keys renamed, without a migration: this build
+	// finds no record the previous release wrote, so a key submitted again
+	// is new work, run a second time.
+	"rename-idempotency": {
+		{"internal/broker/keys.go", `sufIdempotency = "idempotency:"`, `sufIdempotency = "idem:"`},
+	},
 }
 
 func plantNames() []string {
@@ -222,6 +230,15 @@ func overlay(t *testing.T, root string, patches []patch) string {
 	path := filepath.Join(dir, "overlay.json")
 	must(t, os.WriteFile(path, b, 0o644))
 	return path
+}
+
+// stderr is what a failed command printed on stderr.
+func stderr(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(ee.Stderr)
+	}
+	return ""
 }
 
 func exists(path string) bool {
