@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package upgrade is the upgrade test (docs/upgrade-test.md): the previous
+// Package upgrade is the upgrade test (docs/upgrade.md#the-upgrade-test): the previous
 // release, built from this repository's own history (previous-release names
 // its commit), runs on the dev stack (internal/devstack: one redis-server,
 // one kube-apiserver and etcd, worker pods as local processes) under
