@@ -349,6 +349,25 @@ func (s *Stack) startControlPlane(logDir string) error {
 	return s.writeTokenKubeconfig(ctx, s.Kubeconfig)
 }
 
+// InstallCRDs creates or updates the CRDs in crdDir and the admission
+// policies in admissionDir ("": none), named as Start names them, and waits
+// until the API server serves the CRDs: the schema change of an upgrade, or of
+// a rollback (test/upgrade installs each release's own).
+func (s *Stack) InstallCRDs(ctx context.Context, crdDir, admissionDir string) error {
+	if _, err := envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{Scheme: s.Scheme, Paths: []string{crdDir},
+		ErrorIfPathMissing: true}); err != nil {
+		return fmt.Errorf("install the CRDs of %s: %w", crdDir, err)
+	}
+	if admissionDir == "" {
+		return nil
+	}
+	policies, err := LoadManifests(admissionDir)
+	if err != nil {
+		return fmt.Errorf("load admission policies: %w", err)
+	}
+	return Apply(ctx, s.Client, withPrefix(policies))
+}
+
 // adminKubeconfig is envtest's client-certificate kubeconfig, which the
 // stack's own processes use.
 func (s *Stack) adminKubeconfig() string { return filepath.Join(s.Dir, "admin.kubeconfig") }
@@ -496,6 +515,23 @@ func (s *Stack) SignalPod(namespace, name string, sig syscall.Signal) error {
 // RestartManager stops the manager with sig (SIGKILL at once, or SIGTERM with
 // a grace period), starts it again and waits until it is ready.
 func (s *Stack) RestartManager(ctx context.Context, sig syscall.Signal) error {
+	return s.SwapManager(ctx, "", sig, 0)
+}
+
+// ReplaceManager stops the manager (SIGTERM) and runs bin in its place until
+// the next ReplaceManager: a test runs a deliberately broken build this way,
+// and restores Options.ManagerBin after.
+func (s *Stack) ReplaceManager(ctx context.Context, bin string) error {
+	return s.SwapManager(ctx, bin, syscall.SIGTERM, 0)
+}
+
+// SwapManager stops the manager with sig (SIGKILL at once, or SIGTERM with a
+// grace period), waits down (no manager runs meanwhile, as while a new
+// replica waits for a killed leader's lease), then starts bin in its place
+// ("": the same binary) with the flags its --help offers, and waits until it
+// is ready: one step of an upgrade (test/upgrade runs the previous release's
+// manager, then this one).
+func (s *Stack) SwapManager(ctx context.Context, bin string, sig syscall.Signal, down time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sig == syscall.SIGKILL {
@@ -504,17 +540,14 @@ func (s *Stack) RestartManager(ctx context.Context, sig syscall.Signal) error {
 		s.manager.stop()
 	}
 	s.manager.proc = nil
-	return s.manager.start(ctx)
-}
-
-// ReplaceManager stops the manager (SIGTERM) and runs bin in its place until
-// the next ReplaceManager: a test runs a deliberately broken build this way,
-// and restores Options.ManagerBin after.
-func (s *Stack) ReplaceManager(ctx context.Context, bin string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.manager.stop()
-	s.manager.bin = bin
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if bin != "" {
+		s.manager.bin = bin
+	}
 	return s.manager.start(ctx)
 }
 
@@ -527,6 +560,12 @@ func (s *Stack) SetWorkerBin(bin string) { s.kubelet.workerBin.Store(bin) }
 // its events streams and drains requests), starts it again on the same port
 // and waits until it is ready.
 func (s *Stack) RestartAPI(ctx context.Context, sig syscall.Signal) error {
+	return s.SwapAPI(ctx, "", sig)
+}
+
+// SwapAPI is RestartAPI running bin in the API's place ("": the same
+// binary), on the same port.
+func (s *Stack) SwapAPI(ctx context.Context, bin string, sig syscall.Signal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sig == syscall.SIGKILL {
@@ -535,6 +574,9 @@ func (s *Stack) RestartAPI(ctx context.Context, sig syscall.Signal) error {
 		s.api.stop()
 	}
 	s.api.proc = nil
+	if bin != "" {
+		s.api.bin = bin
+	}
 	return s.api.start(ctx)
 }
 

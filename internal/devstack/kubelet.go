@@ -101,6 +101,7 @@ type pod struct {
 	pid         atomic.Int64
 	appPID      atomic.Int64  // the app container's process (HTTP handler pods)
 	metricsAddr atomic.Value  // string: host:port of the running process's /metrics
+	bin         atomic.Value  // string: the binary the worker container or sidecar last started
 	stopCh      chan struct{} // closed to terminate
 	done        chan struct{} // closed when the pod is gone
 }
@@ -111,6 +112,7 @@ type PodInfo struct {
 	PID                         int    // 0 while not running (restart backoff)
 	AppPID                      int    // an HTTP handler pod's app process; 0 when none or not running
 	MetricsAddr                 string // host:port serving the worker's /metrics, /healthz and /readyz
+	Bin                         string // the binary of the worker container (or delivery sidecar) last started
 	Ready, Terminating          bool
 	Restarts                    int
 }
@@ -475,6 +477,7 @@ func (k *kubelet) startWorker(p *pod, c *corev1.Container, ports *podPorts, logP
 	proc, err := startChild("worker "+p.name, k.stackDir, logPath, cmd)
 	if err == nil {
 		p.metricsAddr.Store(addr)
+		p.bin.Store(cmd.Path)
 	}
 	probe := "/healthz"
 	if ports != nil {
@@ -723,8 +726,9 @@ func (k *kubelet) pods() []PodInfo {
 	for key, pods := range k.deps {
 		for _, p := range pods {
 			addr, _ := p.metricsAddr.Load().(string)
+			bin, _ := p.bin.Load().(string)
 			out = append(out, PodInfo{
-				Namespace: key.Namespace, Deployment: key.Name, Name: p.name, PID: int(p.pid.Load()), AppPID: int(p.appPID.Load()), MetricsAddr: addr,
+				Namespace: key.Namespace, Deployment: key.Name, Name: p.name, PID: int(p.pid.Load()), AppPID: int(p.appPID.Load()), MetricsAddr: addr, Bin: bin,
 				Ready: p.ready.Load(), Terminating: p.terminating.Load(), Restarts: int(p.restarts.Load()),
 			})
 		}

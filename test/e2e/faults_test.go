@@ -18,15 +18,15 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/Shopify/toxiproxy/v2"
-	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -182,43 +182,16 @@ func runFault(t *testing.T, ns string, fc faultClass) chaoscheck.Report {
 // check runs the chaos checker on Tasks: one logical task per idempotency key.
 func check(t *testing.T, tasks map[string]*dtqv1alpha1.Task) chaoscheck.Report {
 	t.Helper()
-	byKey := map[string]*chaoscheck.Logical{}
-	var keys []string
-	ns := ""
+	logical := chaoscheck.FromTasks(slices.Collect(maps.Values(tasks)), chaosAttempts)
+	ns, keys := "", make([]string, 0, len(logical))
 	for _, task := range tasks {
-		key := task.Spec.IdempotencyKey
 		ns = task.Namespace
-		lt := byKey[key]
-		if lt == nil {
-			lt = &chaoscheck.Logical{Key: key, Succeeded: true, MaxAttempts: chaosAttempts}
-			byKey[key] = lt
-			keys = append(keys, key)
-		}
-		st := task.Status
-		id := st.TaskID
-		if st.Idempotency != nil && st.Idempotency.Duplicate {
-			id = st.Idempotency.TaskID
-		}
-		lt.TaskIDs = append(lt.TaskIDs, id)
-		lt.Succeeded = lt.Succeeded && st.State == dtqv1alpha1.TaskSucceeded
-		lt.Attempt = max(lt.Attempt, int(st.Attempt))
 	}
-	cmds := make([]*redis.StringCmd, len(keys))
-	_, err := single.rdb.Pipelined(t.Context(), func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.Get(t.Context(), demo.ChaosEffectKey(ns, k))
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		t.Fatal(err)
+	for _, lt := range logical {
+		keys = append(keys, lt.Key)
 	}
-	effects := map[string]int64{}
-	logical := make([]chaoscheck.Logical, 0, len(keys))
-	for i, k := range keys {
-		effects[k], _ = cmds[i].Int64()
-		logical = append(logical, *byKey[k])
-	}
+	effects, err := chaoscheck.ReadEffects(t.Context(), single.rdb, ns, keys)
+	must(t, err)
 	log, err := demo.ReadChaosLog(chaosLog)
 	must(t, err)
 	return chaoscheck.Check(logical, log, effects)

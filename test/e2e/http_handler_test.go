@@ -20,10 +20,12 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -326,26 +328,7 @@ func runHTTPFaults(t *testing.T, ns, dir string, n int, inject func()) chaoschec
 	inject()
 	must(t, <-created)
 	got := single.waitTerminal(t, ns, scenario, len(tasks), 5*time.Minute)
-	byKey := map[string]*chaoscheck.Logical{}
-	var logical []chaoscheck.Logical
-	for _, task := range got {
-		key := task.Spec.IdempotencyKey
-		lt := byKey[key]
-		if lt == nil {
-			lt = &chaoscheck.Logical{Key: key, Succeeded: true, MaxAttempts: chaosAttempts}
-			byKey[key] = lt
-		}
-		id := task.Status.TaskID
-		if task.Status.Idempotency != nil && task.Status.Idempotency.Duplicate {
-			id = task.Status.Idempotency.TaskID
-		}
-		lt.TaskIDs = append(lt.TaskIDs, id)
-		lt.Succeeded = lt.Succeeded && task.Status.State == dtqv1alpha1.TaskSucceeded
-		lt.Attempt = max(lt.Attempt, int(task.Status.Attempt))
-	}
-	for _, lt := range byKey {
-		logical = append(logical, *lt)
-	}
+	logical := chaoscheck.FromTasks(slices.Collect(maps.Values(got)), chaosAttempts)
 	log, err := demo.ReadChaosLog(filepath.Join(dir, "exec.log"))
 	must(t, err)
 	r := chaoscheck.Check(logical, log, nil)

@@ -20,7 +20,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/demo"
 )
 
@@ -79,6 +83,21 @@ func TestCheck(t *testing.T) {
 			tasks: []Logical{ok("a", 1, "t1")},
 			want:  counts{Lost: 1},
 		},
+		"run again after a dead letter: each run's attempts once": {
+			tasks: []Logical{{Key: "a", TaskIDs: []string{"t1"}, Succeeded: true, Attempt: 1, MaxAttempts: 2, EarlierRuns: []int{2}}},
+			log:   []demo.ChaosExecution{ex("a", "t1", 1), ex("a", "t1", 2), ex("a", "t1", 1)},
+			want:  counts{Redeliveries: 2},
+		},
+		"run again, but one attempt ran once more than the runs": {
+			tasks: []Logical{{Key: "a", TaskIDs: []string{"t1"}, Succeeded: true, Attempt: 1, MaxAttempts: 2, EarlierRuns: []int{2}}},
+			log:   []demo.ChaosExecution{ex("a", "t1", 1), ex("a", "t1", 2), ex("a", "t1", 1), ex("a", "t1", 1)},
+			want:  counts{Duplicated: 1, Redeliveries: 3},
+		},
+		"run again, and an attempt after the last run ended": {
+			tasks: []Logical{{Key: "a", TaskIDs: []string{"t1"}, Succeeded: true, Attempt: 1, MaxAttempts: 2, EarlierRuns: []int{2}}},
+			log:   []demo.ChaosExecution{ex("a", "t1", 1), ex("a", "t1", 2), ex("a", "t1", 1), ex("a", "t1", 2)},
+			want:  counts{Duplicated: 1, Redeliveries: 3},
+		},
 		"over maxAttempts": {
 			tasks: []Logical{ok("a", 4, "t1")},
 			log:   []demo.ChaosExecution{ex("a", "t1", 1), ex("a", "t1", 2), ex("a", "t1", 3), ex("a", "t1", 4)},
@@ -95,5 +114,30 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("%s ok=%v", r, r.OK())
 			}
 		})
+	}
+}
+
+func TestFromTasks(t *testing.T) {
+	task := func(name, key, id string, state dtqv1alpha1.TaskState, attempt int32) *dtqv1alpha1.Task {
+		return &dtqv1alpha1.Task{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       dtqv1alpha1.TaskSpec{IdempotencyKey: key},
+			Status:     dtqv1alpha1.TaskStatus{TaskID: id, State: state, Attempt: attempt},
+		}
+	}
+	original := task("a", "k1", "t1", dtqv1alpha1.TaskSucceeded, 1)
+	original.Spec.MaxAttempts = ptr.To[int32](2)
+	original.Status.History = []dtqv1alpha1.TaskRun{{State: dtqv1alpha1.TaskDeadLettered, Attempts: 2}}
+	twin := task("a-twin", "k1", "t9", dtqv1alpha1.TaskSucceeded, 1)
+	twin.Status.Idempotency = &dtqv1alpha1.TaskIdempotency{Key: "k1", TaskID: "t1", Duplicate: true}
+	pending := task("b", "k0", "t2", dtqv1alpha1.TaskRetrying, 3)
+
+	got := FromTasks([]*dtqv1alpha1.Task{twin, original, pending}, 10)
+	want := []Logical{
+		{Key: "k0", TaskIDs: []string{"t2"}, Attempt: 3, MaxAttempts: 10},
+		{Key: "k1", TaskIDs: []string{"t1", "t1"}, Succeeded: true, Attempt: 1, MaxAttempts: 2, EarlierRuns: []int{2}},
+	}
+	if d := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+		t.Errorf("FromTasks (-want +got):\n%s", d)
 	}
 }
