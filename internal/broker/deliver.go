@@ -285,8 +285,8 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 	k := keysFor(q)
 	now, nowtxt := b.now()
 	keys := make([]string, 0, 2*len(items))
-	args := make([]any, 0, 3+startItemArgs*len(items))
-	args = append(args, k.prefix, now, nowtxt)
+	args := make([]any, 0, 4+startItemArgs*len(items))
+	args = append(args, k.prefix, now, nowtxt, b.rateNow())
 	for _, it := range items {
 		reclaimed := 0
 		if it.d.Reclaimed {
