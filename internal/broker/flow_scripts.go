@@ -503,7 +503,9 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
       if #keys > 0 then
         HC.prefetch(keys)
         if F.ov then OV.prefetch(keys) end
-        if F.krl > 0 or F.ov then KTAT.prefetch(keys) end
+        local rated = {}
+        for _, k in ipairs(keys) do if key_limits(F, k).rl > 0 then rated[#rated + 1] = k end end
+        KTAT.prefetch(rated)
       end
       while allowed > 0 and budget > 0 do
         budget = budget - 1
