@@ -154,10 +154,14 @@ var _ = Describe("Flow control", func() {
 			_, err := engine.Submit(ctx, ref, broker.SubmitRequest{Type: "echo"})
 			Expect(err).NotTo(HaveOccurred())
 		}
-		// The reconcile that reports 20 queued applied its replica count
+		// The reconcile that reports 20 admissible applied its replica count
 		// before writing status; a count of 10 would then stay for the
 		// scale-down window (60s), past the timeout.
-		Eventually(func(g Gomega) int64 { return getQueue(q)(g).Status.Queued }, timeout, poll).Should(Equal(int64(20)))
+		Eventually(func(g Gomega) int64 {
+			f := getQueue(q)(g).Status.Flow
+			g.Expect(f).NotTo(BeNil())
+			return f.Admissible
+		}, timeout, poll).Should(Equal(int64(20)))
 		Eventually(replicasOf(ns, "q-workers"), timeout, poll).Should(Equal(int32(3)))
 		Expect(getQueue(q)(Default).Status.DesiredWorkers).To(Equal(int32(3)))
 	})
