@@ -46,6 +46,9 @@ tasks submitted without one.`,
   kubectl dtq flow emails -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if top < 1 || top > client.MaxFlowTop {
+				return fmt.Errorf("--top must be 1..%d", client.MaxFlowTop)
+			}
 			q, err := c.apiQueue(args[0])
 			if err != nil {
 				return err

@@ -74,8 +74,10 @@ func TestFlowVerbsWithoutFlowControl(t *testing.T) {
 	if _, _, err := runCLI(t, url, "ns", "flow", "nope"); err == nil || !strings.Contains(err.Error(), "QUEUE_NOT_FOUND") {
 		t.Errorf("flow of an unknown queue: %v, want QUEUE_NOT_FOUND", err)
 	}
-	if _, _, err := runCLI(t, url, "ns", "flow", "q", "--top", "501"); err == nil || !strings.Contains(err.Error(), "INVALID_REQUEST: top must be 1..500") {
-		t.Errorf("flow --top 501: %v, want INVALID_REQUEST naming top", err)
+	for _, top := range []string{"0", "501"} {
+		if _, _, err := runCLI(t, url, "ns", "flow", "q", "--top", top); err == nil || err.Error() != "--top must be 1..500" {
+			t.Errorf("flow --top %s: %v, want --top must be 1..500", top, err)
+		}
 	}
 	_, _, err = runCLI(t, url, "ns", "submit", "--via-api", "--queue", "q", "--type", "echo", "--flow-key", "tenant a")
 	if err == nil || !strings.Contains(err.Error(), "INVALID_TASK: flow key must be") {

@@ -193,7 +193,7 @@ func testFlowPerKeyCap(t *testing.T) {
 		return nil
 	}))
 	want(t, "flow -o json", dtq(t, ns, "flow", "q", "--top", "1", "-o", "json"), 0, `"key": "tenant-a"`, `^$`)
-	want(t, "flow --top 0", dtq(t, ns, "flow", "q", "--top", "0"), 1, `^$`, `INVALID_REQUEST`)
+	want(t, "flow --top 0", dtq(t, ns, "flow", "q", "--top", "0"), 1, `^$`, `--top must be 1\.\.500`)
 	want(t, "queue stats", dtq(t, ns, "queue", "stats", "q"), 0,
 		`^QUEUE +PAUSED +DEPTH +QUEUED +IN FLIGHT +SCHEDULED +DEAD +WORKERS +ADMISSIBLE +THROTTLED +LIMITED BY\nq +false .* 0 +2 +KeyConcurrency\n$`, `^$`)
 	want(t, "get --via-api", dtq(t, ns, "get", "--via-api", "--queue", "q", a1), 0,
