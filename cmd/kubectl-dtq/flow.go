@@ -77,8 +77,12 @@ tasks submitted without one.`,
 // flowSummary is the line above the keys: what the limits admit and hold
 // back now, and which limits bind.
 func flowSummary(f *client.FlowStats) string {
-	s := fmt.Sprintf("%d admissible, %d throttled, %d running (held slots); %d keys with work, %d parked; limited by %s",
-		f.Admissible, f.Throttled, f.Held, f.ActiveKeys, f.ParkedKeys, limitedBy(f))
+	keys := "keys"
+	if f.ActiveKeys == 1 {
+		keys = "key"
+	}
+	s := fmt.Sprintf("%d admissible, %d throttled, %d running (held slots); %d %s with work, %d parked; limited by %s",
+		f.Admissible, f.Throttled, f.Held, f.ActiveKeys, keys, f.ParkedKeys, limitedBy(f))
 	if f.MeanExecSeconds > 0 {
 		s += fmt.Sprintf("; mean execution %s", time.Duration(f.MeanExecSeconds*float64(time.Second)).Round(time.Millisecond))
 	}

@@ -119,7 +119,7 @@ func TestFlowVerbs(t *testing.T) {
 		t.Fatalf("claim: %d started, %v; want tenant-a's first", len(ss), err)
 	}
 	out, _, err = runCLI(t, url, "ns", "flow", "q")
-	wantMatch(t, "flow", out, `^0 admissible, 2 throttled, 1 running \(held slots\); 1 keys with work, 1 parked; limited by KeyConcurrency\n`+
+	wantMatch(t, "flow", out, `^0 admissible, 2 throttled, 1 running \(held slots\); 1 key with work, 1 parked; limited by KeyConcurrency\n`+
 		`KEY +QUEUED +HELD +CONCURRENCY +WEIGHT +PARKED\ntenant-a +2 +1 +1 +1 +KeyConcurrency\n$`)
 	if err != nil {
 		t.Fatal(err)

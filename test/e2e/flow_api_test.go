@@ -186,7 +186,7 @@ func testFlowPerKeyCap(t *testing.T) {
 	t.Logf("wait_reason of a task behind its key's cap: %q", waiting.WaitReason)
 	must(t, poll(t.Context(), time.Minute, func() error {
 		if r := dtq(t, ns, "flow", "q"); r.code != 0 ||
-			!matches(`(?m)^0 admissible, 2 throttled, 1 running \(held slots\); 1 keys with work, 1 parked; limited by KeyConcurrency`, r.stdout) ||
+			!matches(`(?m)^0 admissible, 2 throttled, 1 running \(held slots\); 1 key with work, 1 parked; limited by KeyConcurrency`, r.stdout) ||
 			!matches(`(?m)^KEY +QUEUED +HELD +CONCURRENCY +WEIGHT +PARKED\ntenant-a +2 +1 +1 +1 +KeyConcurrency$`, r.stdout) {
 			return fmt.Errorf("kubectl dtq flow q: %s", r)
 		}
