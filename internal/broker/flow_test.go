@@ -737,3 +737,59 @@ func TestFlowKeyValidation(t *testing.T) {
 		}
 	}
 }
+
+// fc_release gives a slot back once: a second release of the same task
+// (the release paths are fenced, but a slot must not depend on it) leaves
+// the key's other slot counted.
+func TestFlowReleaseIsIdempotent(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 2}})
+	e.keyed("k", 2)
+	xs := e.claim("w", 2)
+	if len(xs) != 2 {
+		t.Fatalf("claimed %d", len(xs))
+	}
+	twice := script(`fc_release({ARGV[2]}) fc_flush() fc_release({ARGV[2]}) return 1`)
+	if err := twice.Run(ctx, e.rdb, []string{keysFor(e.q).flow()}, keysFor(e.q).prefix, xs[0].TaskID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if h, hc := e.held(), e.heldCounts(); len(h) != 1 || hc["k"] != "1" {
+		t.Fatalf("after releasing one task twice: held %v, counts %v; want the other's slot", h, hc)
+	}
+}
+
+// maxDepth counts the tasks in key lists: a flow-controlled queue refuses
+// as a plain one does.
+func TestFlowMaxDepthCountsKeyLists(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{}, func(c *QueueConfig) { c.MaxDepth = 3 })
+	e.keyed("a", 2)
+	e.keyed("b", 1)
+	_, err := e.submit(SubmitRequest{FlowKey: "c"})
+	if be := wantCode(t, err, CodeQueueFull); be.Depth != 3 {
+		t.Fatalf("refused at depth %d, want 3", be.Depth)
+	}
+	e.claim("w", 1)
+	if _, err := e.submit(SubmitRequest{FlowKey: "c"}); CodeOf(err) != CodeQueueFull {
+		t.Fatalf("a running task still counts: %v", err)
+	}
+}
+
+// A crash redelivery runs at once (the task holds its slot) but is charged
+// to the rate: the long-run rate holds.
+func TestFlowCrashRedeliveryIsChargedToTheRate(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{Rate: &FlowRate{Limit: 1, Period: time.Minute, Burst: 1}})
+	e.keyed("k", 2)
+	if xs := e.claim("w1", 5); len(xs) != 1 {
+		t.Fatalf("claimed %d, want the burst of 1", len(xs))
+	}
+	if sr := e.reclaimStart("w2"); !sr.Run {
+		t.Fatalf("crash redelivery refused: %+v", sr)
+	}
+	e.clock.Step(time.Minute)
+	if xs := e.claim("w3", 5); len(xs) != 0 {
+		t.Fatalf("claimed %d a minute later: the redelivery was not charged", len(xs))
+	}
+	e.clock.Step(time.Minute)
+	if xs := e.claim("w3", 5); len(xs) != 1 {
+		t.Fatalf("claimed %d two minutes later, want 1", len(xs))
+	}
+}
