@@ -22,29 +22,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
 )
 
-// flowSlotChecker is the engine's check of a flow-controlled queue's held
-// concurrency slots against its tasks: it gives back the slots of tasks that
-// are not Running and returns how many it gave back.
-// FLOW-ENGINE: an optional interface until feat/flow-engine adds
-// (*broker.Broker).ReconcileFlowSlots; then it joins Engine.
-type flowSlotChecker interface {
-	ReconcileFlowSlots(ctx context.Context, q broker.QueueRef) (int, error)
-}
-
-// checkFlowSlots runs the engine's slot check on every Queue with
+// checkFlowSlots runs the engine's slot check (ReconcileFlowSlots: a slot
+// whose task is not Running is given back) on every Queue with
 // spec.flowControl, on each resync. Every way out of Running gives its slot
 // back in the same script, so the check finds nothing in normal operation; it
 // is the safety net that makes a leaked slot a logged, repaired event
-// instead of a key stuck below its cap. Queues without flow control cost
+// instead of a key stuck at its cap. Queues without flow control cost
 // nothing.
 func (l *queueLoops) checkFlowSlots(ctx context.Context) {
-	checker, ok := l.engine.(flowSlotChecker)
-	if !ok {
-		return
-	}
 	log := ctrl.LoggerFrom(ctx).WithName("flow-slots")
 	var queues dtqv1alpha1.QueueList
 	if err := l.client.List(ctx, &queues); err != nil {
@@ -56,7 +43,7 @@ func (l *queueLoops) checkFlowSlots(ctx context.Context) {
 			continue
 		}
 		ref := queueRefOf(&queues.Items[i])
-		n, err := checker.ReconcileFlowSlots(ctx, ref)
+		n, err := l.engine.ReconcileFlowSlots(ctx, ref)
 		switch {
 		case err != nil:
 			log.Error(err, "Check flow control slots", "namespace", ref.Namespace, "queue", ref.Name)

@@ -55,6 +55,7 @@ type Engine interface {
 	QueueMetrics(ctx context.Context, q broker.QueueRef) (broker.QueueMetrics, error)
 	Workers(ctx context.Context, q broker.QueueRef) ([]broker.WorkerInfo, error)
 	RecordHistory(ctx context.Context, q broker.QueueRef, keep int64, ttl time.Duration) error
+	ReconcileFlowSlots(ctx context.Context, q broker.QueueRef) (int, error)
 }
 
 // Defaults of Options.

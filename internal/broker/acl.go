@@ -46,11 +46,12 @@ const namespaceUserPrefix = "dtq-ns-"
 // the keyless commands that could reach other tenants' data or the server
 // (FLUSHALL, KEYS, SCAN, CONFIG, ACL, INFO, DEBUG, SCRIPT FLUSH...) are left out.
 // COMMAND, CLUSTER SLOTS, READONLY and ASKING are what go-redis's cluster client
-// needs; HELLO, AUTH and SELECT are its connection set-up.
+// needs; HELLO, AUTH and SELECT are its connection set-up. TIME is the flow
+// control scripts' clock (flow_scripts.go).
 var workerCommands = []string{
 	"-@all",
 	"+@hash", "+@string", "+@sortedset", "+@stream", "+@list", "+@set",
-	"+del", "+unlink", "+exists", "+type", "+expire", "+pexpire", "+expireat", "+pexpireat", "+ttl", "+pttl", "+persist",
+	"+del", "+unlink", "+exists", "+type", "+expire", "+pexpire", "+expireat", "+pexpireat", "+ttl", "+pttl", "+persist", "+time",
 	"+eval", "+evalsha", "+script|load", "+script|exists",
 	"+multi", "+exec", "+discard", "+watch", "+unwatch",
 	"+ping", "+hello", "+auth", "+select", "+command", "+cluster|slots", "+readonly", "+readwrite", "+asking",

@@ -88,6 +88,29 @@ func TestNamespaceUserIsolation(t *testing.T) {
 		}
 	})
 
+	t.Run("own flow-controlled queue works end to end", func(t *testing.T) {
+		qf := QueueRef{Namespace: "a", Name: "flow"}
+		cfg := DefaultQueueConfig()
+		cfg.Flow = &FlowControl{Rate: &FlowRate{Limit: 100, Period: time.Second, Burst: 1}, MaxConcurrency: 2, PerKey: KeyLimits{Concurrency: 1}}
+		if err := New(admin).EnsureQueue(ctx, qf, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Submit(ctx, qf, SubmitRequest{Type: "echo", FlowKey: "tenant-a"}); err != nil {
+			t.Fatalf("Submit: %v", err)
+		}
+		started, err := b.ReadStart(ctx, qf, "w1", "w1", 1, 0)
+		if err != nil || len(started) != 1 || started[0].Err != nil || !started[0].Run {
+			t.Fatalf("ReadStart: %+v %v", started, err)
+		}
+		x := Execution{Delivery: started[0].Delivery, WorkerID: "w1", Attempt: started[0].Task.Attempt}
+		if st, err := b.Complete(ctx, qf, x, Outcome{}); err != nil || st != StateSucceeded {
+			t.Fatalf("Complete: %v %v", st, err)
+		}
+		if _, err := b.Stats(ctx, qf); err != nil {
+			t.Fatalf("Stats: %v", err)
+		}
+	})
+
 	t.Run("other namespaces and the server are out of reach", func(t *testing.T) {
 		for name, cmd := range map[string][]any{
 			"b's queue config":    {"HGETALL", KeyPrefix(qb) + "config"},

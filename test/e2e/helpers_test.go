@@ -63,6 +63,16 @@ func (e *env) queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)
 		mutate(&q.Spec)
 	}
 	must(t, e.stack.Client.Create(t.Context(), q))
+	e.deleteQueueAtCleanup(t, q)
+	return q
+}
+
+// deleteQueueAtCleanup deletes Queue q, its Tasks and its worker Deployment
+// when t ends, and fails t if any of its Redis keys (but its workers'
+// heartbeat records) is left.
+func (e *env) deleteQueueAtCleanup(t *testing.T, q *dtqv1alpha1.Queue) {
+	t.Helper()
+	ns := q.Namespace
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -88,7 +98,6 @@ func (e *env) queue(t *testing.T, ns string, mutate func(*dtqv1alpha1.QueueSpec)
 			}
 		}
 	})
-	return q
 }
 
 // keys lists the keys matching pattern on every master of e's Redis (KEYS
