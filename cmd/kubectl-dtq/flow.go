@@ -46,6 +46,9 @@ tasks submitted without one.`,
   kubectl dtq flow emails -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if top < 1 || top > client.MaxFlowTop {
+				return fmt.Errorf("--top must be 1..%d", client.MaxFlowTop)
+			}
 			q, err := c.apiQueue(args[0])
 			if err != nil {
 				return err
@@ -74,8 +77,12 @@ tasks submitted without one.`,
 // flowSummary is the line above the keys: what the limits admit and hold
 // back now, and which limits bind.
 func flowSummary(f *client.FlowStats) string {
-	s := fmt.Sprintf("%d admissible, %d throttled, %d running (held slots); %d keys with work, %d parked; limited by %s",
-		f.Admissible, f.Throttled, f.Held, f.ActiveKeys, f.ParkedKeys, limitedBy(f))
+	keys := "keys"
+	if f.ActiveKeys == 1 {
+		keys = "key"
+	}
+	s := fmt.Sprintf("%d admissible, %d throttled, %d running (held slots); %d %s with work, %d parked; limited by %s",
+		f.Admissible, f.Throttled, f.Held, f.ActiveKeys, keys, f.ParkedKeys, limitedBy(f))
 	if f.MeanExecSeconds > 0 {
 		s += fmt.Sprintf("; mean execution %s", time.Duration(f.MeanExecSeconds*float64(time.Second)).Round(time.Millisecond))
 	}

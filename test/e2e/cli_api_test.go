@@ -177,7 +177,7 @@ func testCLISubmitViaAPI(t *testing.T) {
 
 	want(t, "get --via-api", dtq(t, ns, "get", "--via-api", "--queue", "q", id), 0,
 		`^TASK ID +QUEUE +TYPE +STATE +ATTEMPT +AGE\n`+id+` +q +echo +Succeeded +1 +\S+\n$`, `^$`)
-	want(t, "get --via-api -o wide", dtq(t, ns, "get", "--via-api", "--queue", "q", id, "-o", "wide"), 0, `KEY +PREVIOUS ATTEMPTS +WORKER +ERROR +PROGRESS\n.* api-1 +0 +\S+`, `^$`)
+	want(t, "get --via-api -o wide", dtq(t, ns, "get", "--via-api", "--queue", "q", id, "-o", "wide"), 0, `KEY +FLOW KEY +PREVIOUS ATTEMPTS +WORKER +ERROR +PROGRESS +WAIT REASON\n.* api-1 +0 +\S+`, `^$`)
 	want(t, "get --via-api -o yaml", dtq(t, ns, "get", "--via-api", "--queue", "q", id, objectID, "-o", "yaml"), 0,
 		`(?s)count: 2\ntasks:\n.*task_id: `+id+`\n.*task_id: `+objectID+`\n`, `^$`)
 	want(t, "get --via-api without --queue", dtq(t, ns, "get", "--via-api", id), 1, `^$`, `--via-api needs --queue`)

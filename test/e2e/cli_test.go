@@ -117,7 +117,7 @@ func testCLIHelp(t *testing.T) {
 	t.Parallel()
 	for _, verb := range []string{"submit", "get", "list", "wait", "cancel", "retry", "dev",
 		"dlq list", "dlq show", "dlq requeue", "dlq discard", "dlq purge",
-		"queue list", "queue stats", "queue pause", "queue resume", "queue purge", "workers", "events",
+		"queue list", "queue stats", "queue pause", "queue resume", "queue purge", "workers", "flow", "events",
 		"dlq", "queue", "ui", "schedule"} {
 		want(t, verb+" --help", dtq(t, "default", append(strings.Fields(verb), "--help")...), 0, `(?s)Usage:\n  kubectl dtq `+verb+`.*Examples?:\n  (kubectl dtq|make dev)`, `^$`)
 	}

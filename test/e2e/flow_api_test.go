@@ -186,14 +186,14 @@ func testFlowPerKeyCap(t *testing.T) {
 	t.Logf("wait_reason of a task behind its key's cap: %q", waiting.WaitReason)
 	must(t, poll(t.Context(), time.Minute, func() error {
 		if r := dtq(t, ns, "flow", "q"); r.code != 0 ||
-			!matches(`(?m)^0 admissible, 2 throttled, 1 running \(held slots\); 1 keys with work, 1 parked; limited by KeyConcurrency`, r.stdout) ||
+			!matches(`(?m)^0 admissible, 2 throttled, 1 running \(held slots\); 1 key with work, 1 parked; limited by KeyConcurrency`, r.stdout) ||
 			!matches(`(?m)^KEY +QUEUED +HELD +CONCURRENCY +WEIGHT +PARKED\ntenant-a +2 +1 +1 +1 +KeyConcurrency$`, r.stdout) {
 			return fmt.Errorf("kubectl dtq flow q: %s", r)
 		}
 		return nil
 	}))
 	want(t, "flow -o json", dtq(t, ns, "flow", "q", "--top", "1", "-o", "json"), 0, `"key": "tenant-a"`, `^$`)
-	want(t, "flow --top 0", dtq(t, ns, "flow", "q", "--top", "0"), 1, `^$`, `INVALID_REQUEST`)
+	want(t, "flow --top 0", dtq(t, ns, "flow", "q", "--top", "0"), 1, `^$`, `--top must be 1\.\.500`)
 	want(t, "queue stats", dtq(t, ns, "queue", "stats", "q"), 0,
 		`^QUEUE +PAUSED +DEPTH +QUEUED +IN FLIGHT +SCHEDULED +DEAD +WORKERS +ADMISSIBLE +THROTTLED +LIMITED BY\nq +false .* 0 +2 +KeyConcurrency\n$`, `^$`)
 	want(t, "get --via-api", dtq(t, ns, "get", "--via-api", "--queue", "q", a1), 0,

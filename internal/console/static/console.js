@@ -302,7 +302,7 @@ function flowSection(flow) {
       h('span', { 'data-field': 'admissible' }, f.admissible), ' admissible · ',
       h('span', { 'data-field': 'throttled' }, f.throttled), ' throttled · ',
       h('span', { 'data-field': 'held' }, f.held), ' running (held slots) · ',
-      h('span', { 'data-field': 'active_keys' }, f.active_keys), ' keys with work, ',
+      h('span', { 'data-field': 'active_keys' }, f.active_keys), f.active_keys === 1 ? ' key with work, ' : ' keys with work, ',
       h('span', { 'data-field': 'parked_keys' }, f.parked_keys), ' parked · limited by ',
       h('b', { 'data-field': 'limited_by' }, limits(f)),
       f.mean_exec_seconds ? ' · mean execution ' + fmt(f.mean_exec_seconds * 1000) + ' ms' : ''),
