@@ -90,7 +90,7 @@ func TestGlobalRate(t *testing.T) {
 // started_at (when the claim that started it was sent) and its handler's
 // start. An execution whose attempt the record no longer shows (its task
 // ran again: a lease lost) gets no lower bound and counts in no window
-// (unknown); more than 1% of them fails the test.
+// (unknown).
 func admissionSpans(execs []flowcheck.Exec, recs map[string]broker.TaskInfo) (spans []flowcheck.Span, unknown int) {
 	for _, e := range execs {
 		sp := flowcheck.Span{To: e.Start}
