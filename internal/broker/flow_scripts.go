@@ -783,9 +783,10 @@ if #ARGV > 2 then redis.call("HSET", KEYS[3], unpack(ARGV, 3)) end
 if not old or old == "off" then
   redis.call("SET", KEYS[4], "1")
   pcall(redis.call, "XGROUP", "CREATE", KEYS[5], "` + flowWakeGroup + `", "$", "MKSTREAM")
-  -- Workers blocked on the streams (a plain queue's wait) wake on an entry
-  -- of no task, which the migration drops: they claim under the limits now.
-  redis.call("XADD", k_stream(0), "*", "t", "", "a", "0")
+  -- Workers blocked on the streams (a plain queue's wait) wake on a new
+  -- entry, deleted at once (it would count against maxDepth): they claim
+  -- under the limits now.
+  redis.call("XDEL", k_stream(0), redis.call("XADD", k_stream(0), "*", "t", "", "a", "0"))
 end
 local F, was = flow_parse(new), flow_parse(old)
 FLOW_CFG = F

@@ -756,3 +756,19 @@ func TestFlowReleaseIsIdempotent(t *testing.T) {
 		t.Fatalf("after releasing one task twice: held %v, counts %v; want the other's slot", h, hc)
 	}
 }
+
+// maxDepth counts the tasks in key lists: a flow-controlled queue refuses
+// as a plain one does.
+func TestFlowMaxDepthCountsKeyLists(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{}, func(c *QueueConfig) { c.MaxDepth = 3 })
+	e.keyed("a", 2)
+	e.keyed("b", 1)
+	_, err := e.submit(SubmitRequest{FlowKey: "c"})
+	if be := wantCode(t, err, CodeQueueFull); be.Depth != 3 {
+		t.Fatalf("refused at depth %d, want 3", be.Depth)
+	}
+	e.claim("w", 1)
+	if _, err := e.submit(SubmitRequest{FlowKey: "c"}); CodeOf(err) != CodeQueueFull {
+		t.Fatalf("a running task still counts: %v", err)
+	}
+}
