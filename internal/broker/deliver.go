@@ -154,7 +154,9 @@ func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *
 		}
 		if str(v[0]) == "wait" {
 			if us := num(v[1]); us >= 0 {
-				left = min(left, wait.Jitter(time.Duration(us)*time.Microsecond, 0.1))
+				// A rate's next start, a little late rather than early: an
+				// early claim is refused and waits again.
+				left = min(left, wait.Jitter(time.Duration(us)*time.Microsecond*21/20, 0.05))
 			}
 			if err := b.waitWake(ctx, q, left); err != nil {
 				return nil, err
@@ -283,8 +285,8 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 	k := keysFor(q)
 	now, nowtxt := b.now()
 	keys := make([]string, 0, 2*len(items))
-	args := make([]any, 0, 3+startItemArgs*len(items))
-	args = append(args, k.prefix, now, nowtxt)
+	args := make([]any, 0, 4+startItemArgs*len(items))
+	args = append(args, k.prefix, now, nowtxt, b.rateNow())
 	for _, it := range items {
 		reclaimed := 0
 		if it.d.Reclaimed {

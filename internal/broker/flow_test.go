@@ -772,3 +772,24 @@ func TestFlowMaxDepthCountsKeyLists(t *testing.T) {
 		t.Fatalf("a running task still counts: %v", err)
 	}
 }
+
+// A crash redelivery runs at once (the task holds its slot) but is charged
+// to the rate: the long-run rate holds.
+func TestFlowCrashRedeliveryIsChargedToTheRate(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{Rate: &FlowRate{Limit: 1, Period: time.Minute, Burst: 1}})
+	e.keyed("k", 2)
+	if xs := e.claim("w1", 5); len(xs) != 1 {
+		t.Fatalf("claimed %d, want the burst of 1", len(xs))
+	}
+	if sr := e.reclaimStart("w2"); !sr.Run {
+		t.Fatalf("crash redelivery refused: %+v", sr)
+	}
+	e.clock.Step(time.Minute)
+	if xs := e.claim("w3", 5); len(xs) != 0 {
+		t.Fatalf("claimed %d a minute later: the redelivery was not charged", len(xs))
+	}
+	e.clock.Step(time.Minute)
+	if xs := e.claim("w3", 5); len(xs) != 1 {
+		t.Fatalf("claimed %d two minutes later, want 1", len(xs))
+	}
+}

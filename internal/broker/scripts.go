@@ -657,7 +657,8 @@ return {"empty", last_ids()}
 // ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
 // ARGV[2]        -> now, Unix ms
 // ARGV[3]        -> now, RFC 3339
-// per item i, startItemArgs from ARGV[4+W*i], unpacked as:
+// ARGV[4]        -> rate clock, Unix us ("": the Redis server's TIME; tests only), for a crash redelivery's charge (fc_charge)
+// per item i, startItemArgs from ARGV[5+W*i], unpacked as:
 // msgid          -> entry id
 // entryAttempt   -> the entry's attempt
 // reclaimed      -> "1": a reclaimed entry; "0": read
@@ -667,9 +668,10 @@ return {"empty", last_ids()}
 // for a Redis error in that item only.
 var startBatchScript = script(batchBody(startItemArgs, `
 local now, nowtxt = ARGV[2], ARGV[3]
+FLOW_CLOCK = ARGV[4]
 local out = {}
 for i = 0, #KEYS / 2 - 1 do
-  local a = 4 + W * i
+  local a = 5 + W * i
   local msgid, entryAttempt, reclaimed, worker = unpack(ARGV, a, a + W - 1)
   out[i + 1] = try(start_entry, KEYS[1 + 2 * i], KEYS[2 + 2 * i], msgid, tonumber(entryAttempt), reclaimed, worker, now, nowtxt)
 end
