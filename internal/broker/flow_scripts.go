@@ -479,7 +479,8 @@ end
 -- fc_pick chooses up to allowed tasks to admit, band 9 first, and returns
 -- them as {band, task id, task hash, key} plus why it stopped short
 -- (keyWhy: "KeyConcurrency" or "KeyRateLimit" when keys were parked) and
--- whether admissible work is left. Within a band it reads the ready set's
+-- whether admissible work may be left (it filled allowed with work behind,
+-- or ran out of budget). Within a band it reads the ready set's
 -- lowest keys into a window and runs start-time fair queueing there (or
 -- FIFO by head task), writing the scores back once per band: a key at its
 -- cap or over its rate is parked (out of the ready set, never blocking
@@ -494,100 +495,110 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
     if allowed <= 0 or budget <= 0 then break end
     if not skip[b] then
       local rk = k_fready(b)
-      local m = allowed + 8
-      local win = redis.call("ZRANGE", rk, 0, m - 1, "WITHSCORES")
-      local keys, score = {}, {}
-      for i = 1, #win, 2 do keys[#keys + 1] = win[i]; score[win[i]] = tonumber(win[i + 1]) end
-      local bound = #keys == m and score[keys[#keys]] or math.huge
-      local gone, tags, moved = {}, {}, {}
-      if #keys > 0 then
+      -- Windows of the lowest keys, one after the other while slots are
+      -- left: a window whose keys all parked or emptied, or whose
+      -- keys moved past its last score, gives way to the next.
+      local again = true
+      while again and allowed > 0 and budget > 0 do
+        local m = allowed + 8
+        local win = redis.call("ZRANGE", rk, 0, m - 1, "WITHSCORES")
+        local keys, score = {}, {}
+        for i = 1, #win, 2 do keys[#keys + 1] = win[i]; score[win[i]] = tonumber(win[i + 1]) end
+        if #keys == 0 then break end
+        local bound = #keys == m and score[keys[#keys]] or math.huge
+        local gone, tags, moved = {}, {}, {}
         HC.prefetch(keys)
         if F.ov then OV.prefetch(keys) end
-        if F.krl > 0 or F.ov then KTAT.prefetch(keys) end
-      end
-      while allowed > 0 and budget > 0 do
-        budget = budget - 1
-        local key, S = nil, math.huge
-        for _, k in ipairs(keys) do
-          local s = score[k]
-          if s and s < S then key, S = k, s end
-        end
-        if not key or S > bound then break end
-        local lim = key_limits(F, key)
-        local hk = HC.get(key)
-        local room, at = 1, nil
-        if lim.rl > 0 then room, at = gcra_room(KTAT.get(key), fnow, lim.rl, lim.rp, lim.rb) end
-        if lim.cap > 0 and hk >= lim.cap then
-          fc_park(key, b, "c")
-          gone[#gone + 1], tags[key], score[key] = key, S, nil
-          keyWhy = keyWhy or "KeyConcurrency"
-        elseif room == 0 then
-          fc_park(key, b, "r")
-          redis.call("ZADD", K_FTIMED, fnum(at), key)
-          gone[#gone + 1], tags[key], score[key] = key, S, nil
-          keyWhy = keyWhy or "KeyRateLimit"
-        else
-          local id = redis.call("LPOP", k_flist(b, key))
-          if not id then
+        local rated = {}
+        for _, k in ipairs(keys) do if key_limits(F, k).rl > 0 then rated[#rated + 1] = k end end
+        KTAT.prefetch(rated)
+        while allowed > 0 and budget > 0 do
+          budget = budget - 1
+          local key, S = nil, math.huge
+          for _, k in ipairs(keys) do
+            local s = score[k]
+            if s and s < S then key, S = k, s end
+          end
+          if not key or S > bound then break end
+          local lim = key_limits(F, key)
+          local hk = HC.get(key)
+          local room, at = 1, nil
+          if lim.rl > 0 then room, at = gcra_room(KTAT.get(key), fnow, lim.rl, lim.rp, lim.rb) end
+          if lim.cap > 0 and hk >= lim.cap then
+            fc_park(key, b, "c")
             gone[#gone + 1], tags[key], score[key] = key, S, nil
+            keyWhy = keyWhy or "KeyConcurrency"
+          elseif room == 0 then
+            fc_park(key, b, "r")
+            redis.call("ZADD", K_FTIMED, fnum(at), key)
+            gone[#gone + 1], tags[key], score[key] = key, S, nil
+            keyWhy = keyWhy or "KeyRateLimit"
           else
-            FQ_ADDED = FQ_ADDED - 1
-            local tk = k_task(id)
-            local h = read_task(tk)
-            local expires = tonumber(h.expires_at) or 0
-            if h.state ~= "Queued" or (h.msg or "") ~= "" then
-              -- not queued in a list any more: a stale entry, dropped
-            elseif h.cancel_requested == "1" then
-              finish(id, "Cancelled", "TaskCancelled", h.attempt, h.ikey, now, nowtxt)
-            elseif expires > 0 and tonumber(now) >= expires then
-              finish(id, "Expired", "TaskExpired", h.attempt, h.ikey, now, nowtxt)
+            local id = redis.call("LPOP", k_flist(b, key))
+            if not id then
+              gone[#gone + 1], tags[key], score[key] = key, S, nil
             else
-              picks[#picks + 1] = {b, id, h, key}
-              allowed = allowed - 1
-              HC.set(key, hk + 1)
-              if lim.rl > 0 then KTAT.set(key, gcra_take(KTAT.get(key), fnow, lim.rl, lim.rp, 1)) end
-              if F.fifo then
-                local t = head_time(b, key)
-                if t then score[key] = t else gone[#gone + 1], score[key] = key, nil end
+              FQ_ADDED = FQ_ADDED - 1
+              local tk = k_task(id)
+              local h = read_task(tk)
+              local expires = tonumber(h.expires_at) or 0
+              if h.state ~= "Queued" or (h.msg or "") ~= "" then
+                -- not queued in a list any more: a stale entry, dropped
+              elseif h.cancel_requested == "1" then
+                finish(id, "Cancelled", "TaskCancelled", h.attempt, h.ikey, now, nowtxt)
+              elseif expires > 0 and tonumber(now) >= expires then
+                finish(id, "Expired", "TaskExpired", h.attempt, h.ikey, now, nowtxt)
               else
-                VT[b], VT_SET[b] = S, true
-                score[key] = S + 1000 / lim.w
+                picks[#picks + 1] = {b, id, h, key}
+                allowed = allowed - 1
+                HC.set(key, hk + 1)
+                if lim.rl > 0 then KTAT.set(key, gcra_take(KTAT.get(key), fnow, lim.rl, lim.rp, 1)) end
+                if F.fifo then
+                  local t = head_time(b, key)
+                  if t then score[key] = t else gone[#gone + 1], score[key] = key, nil end
+                else
+                  VT[b], VT_SET[b] = S, true
+                  score[key] = S + 1000 / lim.w
+                end
+                if score[key] then moved[key] = true end
               end
-              if score[key] then moved[key] = true end
             end
           end
         end
-      end
-      -- Write the window back: keys out with their tags kept, the others
-      -- at their new scores.
-      if #gone > 0 then
-        redis.call("ZREM", rk, unpack(gone))
-        if not F.fifo then
-          local z = {}
-          for _, k in ipairs(gone) do if tags[k] then z[#z + 1] = fnum(tags[k]); z[#z + 1] = k end end
-          if #z > 0 then
-            redis.call("ZADD", k_ffin(b), unpack(z))
-            redis.call("ZREMRANGEBYSCORE", k_ffin(b), "-inf", "(" .. fnum(vtime(b) - 1000))
+        -- Write the window back: keys out with their tags kept, the others
+        -- at their new scores.
+        if #gone > 0 then
+          redis.call("ZREM", rk, unpack(gone))
+          if not F.fifo then
+            local z = {}
+            for _, k in ipairs(gone) do if tags[k] then z[#z + 1] = fnum(tags[k]); z[#z + 1] = k end end
+            if #z > 0 then
+              redis.call("ZADD", k_ffin(b), unpack(z))
+              redis.call("ZREMRANGEBYSCORE", k_ffin(b), "-inf", "(" .. fnum(vtime(b) - 1000))
+            end
           end
         end
-      end
-      local z = {}
-      for k in pairs(moved) do if score[k] then z[#z + 1] = fnum(score[k]); z[#z + 1] = k end end
-      if #z > 0 then redis.call("ZADD", rk, "XX", unpack(z)) end
-      if allowed <= 0 then
-        -- Filled: is admissible work left? A key left in the window may
-        -- have emptied unnoticed (an emptied key leaves only when popped
-        -- again), so up to three of them are looked at.
-        local left = {}
-        for _, k in ipairs(keys) do if score[k] then left[#left + 1] = k end end
-        table.sort(left, function(x, y) return score[x] < score[y] end)
-        for i = 1, math.min(3, #left) do
-          if redis.call("LLEN", k_flist(b, left[i])) > 0 then more = true; break end
+        local z = {}
+        for k in pairs(moved) do if score[k] then z[#z + 1] = fnum(score[k]); z[#z + 1] = k end end
+        if #z > 0 then redis.call("ZADD", rk, "XX", unpack(z)) end
+        if allowed <= 0 then
+          -- Filled: is admissible work left? A key left in the window may
+          -- have emptied unnoticed (an emptied key leaves only when popped
+          -- again), so up to three of them are looked at.
+          local left = {}
+          for _, k in ipairs(keys) do if score[k] then left[#left + 1] = k end end
+          table.sort(left, function(x, y) return score[x] < score[y] end)
+          for i = 1, math.min(3, #left) do
+            if redis.call("LLEN", k_flist(b, left[i])) > 0 then more = true; break end
+          end
         end
+        again = #keys == m and allowed > 0 and budget > 0
       end
     end
   end
-  return picks, keyWhy, more
+  -- Out of budget with slots left: the keys it parked are out of the way,
+  -- so a claim now may admit more.
+  return picks, keyWhy, more or (budget <= 0 and allowed > 0)
 end
 
 -- fc_deliver adds each picked task's entry to its band stream and reads it
@@ -718,7 +729,7 @@ local function fc_claim(flowtxt, mig, consumer, count, worker, now, nowtxt)
     end
     return {"ok", out}
   end
-  if why == nil and keyWhy == nil and (more or FQ_ADDED < 0) then return {"again"} end
+  if why == nil and (more or (keyWhy == nil and FQ_ADDED < 0)) then return {"again"} end
   why = why or keyWhy
   if why ~= "RateLimit" then
     local t = redis.call("ZRANGE", K_FTIMED, 0, 0, "WITHSCORES")

@@ -793,3 +793,27 @@ func TestFlowCrashRedeliveryIsChargedToTheRate(t *testing.T) {
 		t.Fatalf("claimed %d two minutes later, want 1", len(xs))
 	}
 }
+
+// Many keys at their caps ahead of an admissible one: the claim goes on
+// past them (window after window of the ready set) and admits it.
+func TestFlowManyParkedKeysAheadOfAnAdmissibleOne(t *testing.T) {
+	fc := FlowControl{PerKey: KeyLimits{Concurrency: 1}, Overrides: map[string]KeyOverride{}}
+	for i := range 30 {
+		fc.Overrides[fmt.Sprintf("a%02d", i)] = KeyOverride{Weight: MaxFlowWeight}
+	}
+	e := newFlowEnv(t, fc)
+	// z ran once at weight 1: its next start tag is far behind the a-keys'.
+	e.keyed("z", 1)
+	e.complete(e.claim("w", 1)[0], Outcome{})
+	e.keyed("z", 1)
+	for i := range 30 {
+		e.keyed(fmt.Sprintf("a%02d", i), 2)
+	}
+	if got := e.keysOf(e.claim("w", 30)); countOf(got, "z") != 0 {
+		t.Fatalf("claimed %v, want the 30 a-keys first (weight 1000)", got)
+	}
+	// Every a-key is at its cap now, ahead of z in the ready set.
+	if got := e.keysOf(e.claim("w", 1)); len(got) != 1 || got[0] != "z" {
+		t.Fatalf("claimed %v behind 30 keys at their caps, want z", got)
+	}
+}
