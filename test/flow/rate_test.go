@@ -62,8 +62,11 @@ func TestGlobalRate(t *testing.T) {
 	if len(starts) >= backlog {
 		t.Errorf("the backlog of %d ran out before the run ended: the run did not measure the limit", backlog)
 	}
-	if !rep.OK() || unknown > 0 {
-		t.Errorf("a window of starts exceeds the rate limit, or %d starts have no admission time: %s", unknown, rep)
+	if !rep.OK() {
+		t.Errorf("a window of starts exceeds the rate limit: %s", rep)
+	}
+	if unknown*100 > len(execs) {
+		t.Errorf("%d of %d starts have no admission time: the windows miss them", unknown, len(execs))
 	}
 	if total < want*98/100 || total > want*102/100 {
 		t.Errorf("%d starts in the first %v, want %d +-2%%", total, run, want)
@@ -85,8 +88,9 @@ func TestGlobalRate(t *testing.T) {
 
 // admissionSpans places each execution's start between its attempt's
 // started_at (when the claim that started it was sent) and its handler's
-// start. An execution whose attempt the record no longer shows (it ran
-// again) gets no lower bound: it counts in no window (unknown).
+// start. An execution whose attempt the record no longer shows (its task
+// ran again: a lease lost) gets no lower bound and counts in no window
+// (unknown).
 func admissionSpans(execs []flowcheck.Exec, recs map[string]broker.TaskInfo) (spans []flowcheck.Span, unknown int) {
 	for _, e := range execs {
 		sp := flowcheck.Span{To: e.Start}
