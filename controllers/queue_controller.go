@@ -102,7 +102,11 @@ func (r *QueueReconciler) reconcile(ctx context.Context, q *dtqv1alpha1.Queue) (
 	}
 	stats, err := r.setUpRedis(ctx, q, ref)
 	if err != nil {
-		r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, dtqv1alpha1.ReasonRedisUnavailable, err.Error())
+		reason := dtqv1alpha1.ReasonRedisUnavailable
+		if broker.CodeOf(err) == broker.CodeWorkersBehind {
+			reason = dtqv1alpha1.ReasonWorkersBehind
+		}
+		r.setCondition(next, q, dtqv1alpha1.QueueReady, metav1.ConditionFalse, reason, err.Error())
 		if werr := r.writeStatus(ctx, q, next); werr != nil {
 			return ctrl.Result{}, werr
 		}

@@ -343,8 +343,11 @@ const (
 	// operator's values replace them.
 	QueueWorkerEnvOverridden = "WorkerEnvOverridden"
 
-	ReasonQueueEnsured       = "QueueEnsured"
-	ReasonRedisUnavailable   = "RedisUnavailable"
+	ReasonQueueEnsured     = "QueueEnsured"
+	ReasonRedisUnavailable = "RedisUnavailable"
+	// ReasonWorkersBehind: spec.flowControl waits until the queue's live
+	// workers of an earlier release are rolled (docs/upgrade.md).
+	ReasonWorkersBehind      = "WorkersBehind"
 	ReasonInvalidConfig      = "InvalidConfig"
 	ReasonDeploymentRejected = "DeploymentRejected"
 	// ReasonDeploymentForbidden: the API server forbade the worker

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,7 +181,30 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 			return fmt.Errorf("broker: create group on %s: %w", k.stream(i), err)
 		}
 	}
+	if cfg.Flow != nil {
+		if err := b.raiseForFlow(ctx, q); err != nil {
+			return err
+		}
+	}
 	return b.writeFlow(ctx, q, cfg.Flow)
+}
+
+// raiseForFlow raises q to LayoutFlowControl unless it is there already; a
+// *Error CodeWorkersBehind names the live workers that read only older
+// layouts (flow control waits until they are rolled to this release).
+func (b *Broker) raiseForFlow(ctx context.Context, q QueueRef) error {
+	if n, err := b.QueueLayout(ctx, q); err != nil || n >= LayoutFlowControl {
+		return err
+	}
+	behind, err := b.RaiseQueueLayout(ctx, q, LayoutFlowControl)
+	if err != nil {
+		return err
+	}
+	if len(behind) > 0 {
+		return &Error{Code: CodeWorkersBehind, Message: fmt.Sprintf("flow control of queue %s waits for workers that read only "+
+			"layouts older than %d (an earlier release): %s; it applies once they are rolled (docs/upgrade.md)", q, LayoutFlowControl, strings.Join(behind, ", "))}
+	}
+	return nil
 }
 
 func isBusyGroup(err error) bool {

@@ -40,6 +40,7 @@ const (
 	CodeInvalidRequest        Code = "INVALID_REQUEST"         // 400, a malformed argument other than a task (e.g. a list's continue token)
 	CodeNotReplicated         Code = "NOT_REPLICATED"          // 503, Queue spec.durability: written on the master, too few replicas acknowledged it in time
 	CodeNotSubmitted          Code = "NOT_SUBMITTED"           // SubmitMany: an item the batch did not write because Redis failed (Err is the failure)
+	CodeWorkersBehind         Code = "WORKERS_BEHIND"          // EnsureQueue: flow control waits for live workers of an earlier layout (raiseForFlow)
 )
 
 // Error is the engine's typed error. errors.Is(err, ErrQueueFull) and friends

@@ -47,7 +47,13 @@ const (
 	// MinLayout is the oldest layout this build reads and writes.
 	MinLayout = 1
 	// MaxLayout is the newest layout this build reads and writes.
-	MaxLayout = 1
+	MaxLayout = LayoutFlowControl
+	// LayoutFlowControl is the layout of a queue with flow control (flow.go):
+	// its tasks wait in per-key lists that workers of layout 1 do not read,
+	// and its slots must be given back by every exit from Running. EnsureQueue
+	// raises a queue to it before writing flow control (RaiseQueueLayout), so
+	// only once every live worker of the queue reads it.
+	LayoutFlowControl = 2
 )
 
 // layoutKey is the global record's hash. It is outside every queue's and

@@ -209,3 +209,41 @@ func TestWatchLayout(t *testing.T) {
 		t.Errorf("checks %d, stops %v; want 3 checks and one stop with the LayoutError", calls, stopped)
 	}
 }
+
+// Flow control is written only into a queue of LayoutFlowControl, and a
+// queue is raised to it only when no live worker of an earlier layout serves
+// it: such a worker would read the streams past the limits and never give a
+// slot back.
+func TestFlowControlWaitsForOlderWorkers(t *testing.T) {
+	e := newEnv(t)
+	old := New(e.rdb, WithLayouts(1, 1))
+	if err := old.Heartbeat(ctx, e.q, WorkerInfo{ID: "old", Status: "ready", StartedAt: time.Now()}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultQueueConfig()
+	cfg.Flow = &FlowControl{MaxConcurrency: 2}
+	err := e.b.EnsureQueue(ctx, e.q, cfg)
+	if CodeOf(err) != CodeWorkersBehind || !strings.Contains(err.Error(), "old") {
+		t.Fatalf("EnsureQueue with flow control beside a layout-1 worker = %v; want %s naming it", err, CodeWorkersBehind)
+	}
+	if got, err := e.b.QueueConfig(ctx, e.q); err != nil || got.Flow != nil {
+		t.Fatalf("flow control written beside a layout-1 worker: %+v, %v", got.Flow, err)
+	}
+	if n, _ := e.b.QueueLayout(ctx, e.q); n != MinLayout {
+		t.Fatalf("queue raised to %d beside a layout-1 worker", n)
+	}
+
+	e.rdb.Del(ctx, keysFor(e.q).worker("old")) // rolled: its record expires
+	if err := e.b.EnsureQueue(ctx, e.q, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := e.b.QueueLayout(ctx, e.q); n != LayoutFlowControl {
+		t.Fatalf("queue layout %d with flow control, want %d", n, LayoutFlowControl)
+	}
+	if got, _ := e.b.QueueConfig(ctx, e.q); got.Flow == nil || got.Flow.MaxConcurrency != 2 {
+		t.Fatalf("flow control not written: %+v", got.Flow)
+	}
+	if err := old.Heartbeat(ctx, e.q, WorkerInfo{ID: "old", Status: "ready", StartedAt: time.Now()}, time.Minute); !errors.Is(err, ErrLayoutUnknown) {
+		t.Fatalf("a layout-1 worker's heartbeat on a flow-controlled queue = %v; want refused", err)
+	}
+}
