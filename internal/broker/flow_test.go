@@ -236,10 +236,11 @@ func TestFlowMaxConcurrency(t *testing.T) {
 }
 
 // A key at its cap steps aside: another key's task behind its backlog
-// starts at once.
+// starts at once. (FIFO fairness: a's queued tasks are all older than b's.)
 func TestFlowKeyAtCapDoesNotBlockAnother(t *testing.T) {
-	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 1}})
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 1}, Fairness: FairnessFIFO})
 	e.keyed("a", 50)
+	e.clock.Step(time.Second)
 	e.keyed("b", 1)
 	first := e.claim("w", 1)
 	if got := e.keysOf(first); got[0] != "a" {
