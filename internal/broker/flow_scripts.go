@@ -18,7 +18,7 @@ package broker
 
 import "strconv"
 
-// Flow control's Lua (docs/flow-control-engine.md has the layout and the
+// Flow control's Lua (docs/flow-control.md has the layout and the
 // algorithm in prose). A flow-controlled queue keeps its queued tasks in one
 // list per (band, key), fc:q:<band>:<key>, instead of the band streams; the
 // keys with work in a band are in its ready set fc:r:<band>, scored by their
