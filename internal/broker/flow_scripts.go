@@ -338,19 +338,26 @@ local REL, REL_N = {}, 0
 -- fc_release gives back the concurrency slots held by the task IDs ids:
 -- each slot is a field of fc:held naming its key, so giving one back twice
 -- changes nothing.
+local FC_CHUNK = 4096
 local function fc_release(ids)
   if #ids == 0 then return end
-  local keys = redis.call("HMGET", K_FHELD, unpack(ids))
   local held, per, order = {}, {}, {}
-  for i, key in ipairs(keys) do
-    if key then
-      held[#held + 1] = ids[i]
-      if not per[key] then order[#order + 1] = key end
-      per[key] = (per[key] or 0) + 1
+  -- In chunks: unpack of more than about 8000 values fails (a repair by
+  -- flowReconcileScript may give back any number of slots).
+  for s = 1, #ids, FC_CHUNK do
+    local keys = redis.call("HMGET", K_FHELD, unpack(ids, s, math.min(s + FC_CHUNK - 1, #ids)))
+    for i, key in ipairs(keys) do
+      if key then
+        held[#held + 1] = ids[s + i - 1]
+        if not per[key] then order[#order + 1] = key end
+        per[key] = (per[key] or 0) + 1
+      end
     end
   end
   if #held == 0 then return end
-  redis.call("HDEL", K_FHELD, unpack(held))
+  for s = 1, #held, FC_CHUNK do
+    redis.call("HDEL", K_FHELD, unpack(held, s, math.min(s + FC_CHUNK - 1, #held)))
+  end
   HC.prefetch(order)
   for _, key in ipairs(order) do
     local n = math.max(HC.get(key) - per[key], 0)

@@ -643,6 +643,31 @@ func TestFlowReconcileSlots(t *testing.T) {
 	}
 }
 
+// A repair gives back any number of leaked slots (found by the per-key
+// acceptance run, where 50,000 leaked slots failed "too many results to
+// unpack").
+func TestFlowReconcileManySlots(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 1}})
+	const leaked = 20000
+	held := make([]any, 0, 2*leaked)
+	for i := range leaked {
+		held = append(held, fmt.Sprintf("gone-%d", i), "a")
+	}
+	if err := e.rdb.HSet(ctx, keysFor(e.q).flowHeld(), held...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.b.ReconcileFlowSlots(ctx, e.q); err != nil || n != leaked {
+		t.Fatalf("reconcile gave back %d, %v; want %d", n, err, leaked)
+	}
+	if n := e.rdb.HLen(ctx, keysFor(e.q).flowHeld()).Val(); n != 0 {
+		t.Fatalf("%d slots held after the repair", n)
+	}
+	e.keyed("a", 1)
+	if got := e.claim("w", 5); len(got) != 1 {
+		t.Fatalf("claimed %d of key a after the repair, want 1", len(got))
+	}
+}
+
 // blockedClients is the number of clients blocked in Redis (INFO clients).
 func (e *env) blockedClients() int {
 	e.t.Helper()
