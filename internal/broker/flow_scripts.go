@@ -35,12 +35,20 @@ import "strconv"
 // Broker.rateClock). Numbers go to Redis through fnum: Lua's own
 // conversion keeps 14 digits, too few for microseconds since 1970.
 
-// luaFlowEnqueue is the part of flow control that submitting needs: the
-// limits' parser and fc_enqueue, which adds a task to its key's list and the
-// key to its band's ready set. It is in luaLib and, alone, in
-// submitBatchScript (which carries no luaLib).
-const luaFlowEnqueue = `
-local function fnum(x) return string.format("%.17g", x) end
+// luaFlowState is what every script shares with flow control's library: the
+// state a script's body sets or reads (the rate clock, the limits, the reads
+// of the call, the change to the key lists), the limits' parser, fc_route,
+// and fc, which builds the library (fc_build: luaFlowLazy, or
+// luaFlowEnqueueLazy in submitBatchScript) on first use. A script call on a
+// queue without flow control never builds it: the library's closures cost
+// about as much Redis CPU as a small script (BenchmarkScriptCost).
+const luaFlowState = `
+-- FLOW_CLOCK is the rate clock a test passes ("" or nil: Redis TIME); a
+-- script that admits or charges sets it from its ARGV. FLOW_READS is how
+-- many tasks the caller reads in the same round trip (CompleteNext): freed
+-- slots they take need no wake token. FQ_ADDED is the change this call made
+-- to the number of tasks in key lists (fc:s n).
+local FLOW_CLOCK, FLOW_READS, FQ_ADDED = nil, 0, 0
 
 -- flow_parse reads a queue's limits as EnsureQueue wrote them (flowText in
 -- flow.go): "1 rate_limit rate_period_us rate_burst max_concurrency
@@ -60,9 +68,54 @@ local function flow_parse(s)
   return F
 end
 
--- FQ_ADDED is the change this call made to the number of tasks in key
--- lists (fc:s n), WAKE the wake tokens it owes; fc_flush writes both once.
-local FQ_ADDED, WAKE = 0, 0
+-- FLOW_CFG is the queue's limits (flow_parse) once read; false until then.
+local FLOW_CFG = false
+local function flow_cfg()
+  if FLOW_CFG == false then FLOW_CFG = flow_parse(redis.call("HGET", K_CONFIG, "flow")) end
+  return FLOW_CFG
+end
+
+
+-- FCL is flow control's library once fc built it (a table of its
+-- functions), nil before.
+local FCL, fc_build
+local function fc()
+  if not FCL then FCL = fc_build() end
+  return FCL
+end
+
+-- fc_route queues task id (hash tk, band b, flow key key) again, runnable
+-- since at, after it left Running or the schedule: in its key list while the
+-- queue has flow control, else in its band stream as without it. fields are
+-- written to the task hash with its new msg ("" in a list). Returns the
+-- entry ID ("" in a list).
+local function fc_route(tk, id, b, key, attempt, at, fields)
+  local F = flow_cfg()
+  local msg = ""
+  if F and not F.off then
+    fc().enqueue(F, b, key, id, at)
+    fields[#fields + 1] = "fq"
+    fields[#fields + 1] = "1"
+  else
+    msg = redis.call("XADD", k_stream(b), "*", "t", id, "a", attempt)
+  end
+  fields[#fields + 1] = "msg"
+  fields[#fields + 1] = msg
+  redis.call("HSET", tk, unpack(fields))
+  return msg
+end
+`
+
+// luaFlowEnqueue is the part of flow control that submitting needs:
+// fc_enqueue, which adds a task to its key's list and the key to its band's
+// ready set. It is the start of flow control's library (luaFlowLazy) and,
+// alone, submitBatchScript's (luaFlowEnqueueLazy).
+const luaFlowEnqueue = `
+local function fnum(x) return string.format("%.17g", x) end
+
+-- WAKE is the wake tokens this call owes (FQ_ADDED, in luaFlowState, the
+-- change it made to the tasks in key lists); fc_flush writes both once.
+local WAKE = 0
 
 -- VT holds each band's virtual time (fc:s v<band>) as read or moved by this
 -- call; VT_SET the bands the claim moved.
@@ -189,13 +242,11 @@ local function fc_flush_enqueue()
 end
 `
 
-// luaFlow is the rest of flow control's library, in luaLib after the task
-// helpers (finish, exhaust, read_task) and before start_entry, which uses
-// it.
-const luaFlow = luaFlowEnqueue + `
--- FLOW_CLOCK is the rate clock a test passes ("" or nil: Redis TIME); a
--- script that admits or charges sets it from its ARGV.
-local FLOW_CLOCK, FNOW = nil, nil
+// luaFlow is the rest of flow control's library but the claim.
+const luaFlow = `
+-- FNOW is the rate clock's now (FLOW_CLOCK, or Redis TIME), read once per
+-- call.
+local FNOW = nil
 local function flow_now()
   if not FNOW then
     if FLOW_CLOCK and FLOW_CLOCK ~= "" then
@@ -206,13 +257,6 @@ local function flow_now()
     end
   end
   return FNOW
-end
-
--- FLOW_CFG is the queue's limits (flow_parse) once read; false until then.
-local FLOW_CFG = false
-local function flow_cfg()
-  if FLOW_CFG == false then FLOW_CFG = flow_parse(redis.call("HGET", K_CONFIG, "flow")) end
-  return FLOW_CFG
 end
 
 -- cached reads a hash's field per key once per call: get(key) reads one
@@ -367,10 +411,6 @@ local function fc_release(ids)
   REL_N = REL_N + #held
 end
 
--- FLOW_READS is how many tasks the caller reads in the same round trip
--- (CompleteNext): freed slots they take need no wake token.
-local FLOW_READS = 0
-
 -- fc_after_release wakes waiting workers for the slots this call gave back:
 -- a key parked at its cap that is now below it returns to its bands, and
 -- each slot freed at a cap (the key's or the queue's maxConcurrency) is one
@@ -410,27 +450,6 @@ local function fc_charge(key)
   if l.rl > 0 then KTAT.set(key, gcra_take(KTAT.get(key), now, l.rl, l.rp, 1)) end
 end
 
--- fc_route queues task id (hash tk, band b, flow key key) again, runnable
--- since at, after it left Running or the schedule: in its key list while the
--- queue has flow control, else in its band stream as without it. fields are
--- written to the task hash with its new msg ("" in a list). Returns the
--- entry ID ("" in a list).
-local function fc_route(tk, id, b, key, attempt, at, fields)
-  local F = flow_cfg()
-  local msg = ""
-  if F and not F.off then
-    fc_enqueue(F, b, key, id, at)
-    fields[#fields + 1] = "fq"
-    fields[#fields + 1] = "1"
-  else
-    msg = redis.call("XADD", k_stream(b), "*", "t", id, "a", attempt)
-  end
-  fields[#fields + 1] = "msg"
-  fields[#fields + 1] = msg
-  redis.call("HSET", tk, unpack(fields))
-  return msg
-end
-
 -- fc_unlist removes a queued task from its key list (a cancel); true when
 -- it was there.
 local function fc_unlist(b, key, id)
@@ -449,7 +468,8 @@ local function fc_flush()
 end
 `
 
-// luaFlowClaim is fc_claim and its helpers, in luaLib after start_entry.
+// luaFlowClaim is fc_claim and its helpers, the end of flow control's
+// library.
 const luaFlowClaim = `
 -- fc_migrate moves stream entries that wait undelivered in a flow queue's
 -- bands (those from before flow control was enabled) into the key lists, up
@@ -747,6 +767,22 @@ local function fc_claim(flowtxt, mig, consumer, count, worker, now, nowtxt)
 end
 `
 
+// luaFlowExports is the table of flow control's library that fc returns.
+const luaFlowExports = `{enqueue = fc_enqueue, flush_enqueue = fc_flush_enqueue, release = fc_release, charge = fc_charge,
+  unlist = fc_unlist, claim = fc_claim, remove = fc_end, flush = fc_flush}`
+
+// luaFlowLazy defines fc_build, the builder of flow control's library, at
+// the end of luaLib (its functions use the task helpers and start_entry).
+const luaFlowLazy = "fc_build = function()\n" + luaFlowEnqueue + luaFlow + luaFlowClaim + "\nreturn " + luaFlowExports + "\nend\n"
+
+// luaFlowEager is flow control's library defined at the top level, for the
+// scripts of flowScript, whose bodies use its parts (HC, fc_unpark, ...).
+const luaFlowEager = luaFlowEnqueue + luaFlow + luaFlowClaim + "\nFCL = " + luaFlowExports + "\n"
+
+// luaFlowEnqueueLazy defines fc_build with fc_enqueue's part of the library
+// only, for submitBatchScript.
+const luaFlowEnqueueLazy = "fc_build = function()\n" + luaFlowEnqueue + "\nreturn {enqueue = fc_enqueue, flush_enqueue = fc_flush_enqueue}\nend\n"
+
 // The wake group's consumer: every waiting worker reads tokens under this
 // one name (NOACK, so nothing is pending for it).
 const flowWaiter = "waiter"
@@ -773,7 +809,7 @@ const flowWaiter = "waiter"
 // ARGV[3..]      -> overrides: key, "weight cap limit period_us burst", ...
 //
 // Returns "none" (no flow control, none before), "off", "same" or "changed".
-var flowConfigScript = script(`
+var flowConfigScript = flowScript(`
 local old, new = redis.call("GET", KEYS[2]), ARGV[2]
 local function unpark_all(F)
   local p = redis.call("HGETALL", K_FPARK)
@@ -876,7 +912,7 @@ end
 //
 // Returns {} without flow control, else {tasks in lists, held, admissible,
 // active keys, parked keys, {limit...}, {tasks per band p0..p9}}.
-var flowMetricsScript = script(`
+var flowMetricsScript = flowScript(`
 FLOW_CLOCK = ARGV[2]
 local SCAN_KEYS = ` + strconv.Itoa(flowScanKeys) + `
 ` + luaFlowScan + `
@@ -936,7 +972,7 @@ return {n, held, admissible, active, #park / 2, names, bandq}
 //
 // Returns {} without flow control, else {{key, queued, held, cap, weight,
 // parked reason ("c", "r" or ""), eligible us or ""}...}.
-var flowKeysScript = script(`
+var flowKeysScript = flowScript(`
 local SCAN_KEYS = ` + strconv.Itoa(flowScanKeys) + `
 ` + luaFlowScan + `
 local F = flow_parse(redis.call("GET", K_FLOW))
@@ -970,7 +1006,7 @@ return out
 // ARGV[5]        -> rate clock, Unix us ("": TIME; tests only)
 //
 // Returns the reason ("" when the queue has no flow control).
-var flowWaitScript = script(`
+var flowWaitScript = flowScript(`
 FLOW_CLOCK = ARGV[5]
 local id, b, key = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local F = flow_parse(redis.call("GET", K_FLOW))
@@ -1016,7 +1052,7 @@ return string.format("next of key %s, waiting for its turn among the keys and a 
 // ARGV[1]        -> key prefix dtq:{<ns>/<q>}:
 //
 // Returns {slots given back, per-key counts corrected}.
-var flowReconcileScript = script(`
+var flowReconcileScript = flowScript(`
 local held = redis.call("HGETALL", K_FHELD)
 local gone, per = {}, {}
 for i = 1, #held, 2 do

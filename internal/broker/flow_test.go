@@ -774,7 +774,7 @@ func TestFlowReleaseIsIdempotent(t *testing.T) {
 	if len(xs) != 2 {
 		t.Fatalf("claimed %d", len(xs))
 	}
-	twice := script(`fc_release({ARGV[2]}) fc_flush() fc_release({ARGV[2]}) return 1`)
+	twice := flowScript(`fc_release({ARGV[2]}) fc_flush() fc_release({ARGV[2]}) return 1`)
 	if err := twice.Run(ctx, e.rdb, []string{keysFor(e.q).flow()}, keysFor(e.q).prefix, xs[0].TaskID).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -262,7 +262,7 @@ func TestMigrateRefusesBadSteps(t *testing.T) {
 		steps []Migration
 	}{
 		"gap":              {New(e.rdb, WithLayouts(1, 3)), []Migration{{To: 3, Name: "skips 2"}}},
-		"beyond the build": {e.b, []Migration{{To: 2, Name: "needs 2"}}},
+		"beyond the build": {e.b, []Migration{{To: MaxLayout + 1, Name: "needs a layout this build does not read"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := tc.b.Migrate(ctx, tc.steps, []QueueRef{e.q}); err == nil {

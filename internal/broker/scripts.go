@@ -52,9 +52,9 @@ import (
 // record that expired while its task waited would let a second submission of
 // the key become a second logical task.
 
-// luaLib is prepended to every script but submitBatchScript (which starts with
-// luaKeys only).
-var luaLib = luaKeys() + luaPackTask() + `
+// luaBase is the engine's Lua helpers, the start of every script but
+// submitBatchScript.
+var luaBase = luaKeys() + luaPackTask() + luaFlowState + `
 local function int(x) return string.format("%d", x) end
 local TERMINAL = {Succeeded = true, Failed = true, DeadLettered = true, Cancelled = true, Expired = true}
 
@@ -196,7 +196,6 @@ local function read_task(tk)
   return h
 end
 
-` + luaFlow + `
 -- start_done acknowledges and deletes a delivered entry start_entry does not
 -- run, and returns {reason, the task packed}: h as read, or read again when
 -- the task hash changed since (wrote).
@@ -233,13 +232,13 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
   local slot = state == "Running" and h.fq == "1"
   if h.cancel_requested == "1" then
     finish(id, "Cancelled", "TaskCancelled", attempt, h.ikey, now, nowtxt)
-    if slot then fc_release({id}) end
+    if slot then fc().release({id}) end
     return start_done("cancelled", tk, h, true, stream, msgid)
   end
   local expires = tonumber(h.expires_at) or 0
   if expires > 0 and tonumber(now) >= expires then
     finish(id, "Expired", "TaskExpired", attempt, h.ikey, now, nowtxt)
-    if slot then fc_release({id}) end
+    if slot then fc().release({id}) end
     return start_done("expired", tk, h, true, stream, msgid)
   end
   -- absorb: a duplicate delivery (an older attempt's entry, a copy of a
@@ -265,10 +264,10 @@ local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, n
       attempt = attempt + 1
       if attempt > maxAttempts then
         exhaust(id, attempt - 1, h.ikey, "worker lost the task on every attempt (crash or visibility timeout)", "WorkerLost", now, nowtxt)
-        if slot then fc_release({id}) end
+        if slot then fc().release({id}) end
         return start_done("exhausted", tk, h, true, stream, msgid)
       end
-      if slot then fc_charge(h.fk or "") end
+      if slot then fc().charge(h.fk or "") end
     end
   else
     absorb = true
@@ -327,14 +326,30 @@ local function last_ids()
   end
   return last
 end
-` + luaFlowClaim
+`
 
-// script builds a script from luaLib and body. The body runs as a function,
-// so that whatever return it takes, the counts and batched events it made
-// (count and batch_event in luaLib) and its flow control work (fc_flush:
-// nothing when it did none) are written after it.
+// luaLib is prepended to every script but submitBatchScript (which starts
+// with luaKeys, luaFlowState and luaFlowEnqueueLazy) and the flow scripts
+// (flowScript): the engine's helpers, and flow control's library built only
+// when a call needs it (fc in luaFlowState).
+var luaLib = luaBase + luaFlowLazy
+
+// luaEnd ends every script of script and flowScript: after the body, which
+// runs as a function, whatever return it takes, the counts and batched events
+// it made (count and batch_event in luaLib) and its flow control work
+// (nothing when it did none) are written.
+const luaEnd = "\nend\nlocal reply = main()\nif FCL or FQ_ADDED ~= 0 then fc().flush() end\nflush_events()\nflush_counts()\nreturn reply\n"
+
+// script builds a script from luaLib and body.
 func script(body string) *redis.Script {
-	return redis.NewScript(luaLib + "local function main()\n" + body + "\nend\nlocal reply = main()\nfc_flush()\nflush_events()\nflush_counts()\nreturn reply\n")
+	return redis.NewScript(luaLib + "local function main()\n" + body + luaEnd)
+}
+
+// flowScript builds a script whose body uses flow control's library's parts
+// directly (the flow scripts of flow_scripts.go): the library is defined at
+// the top level, not built on demand.
+func flowScript(body string) *redis.Script {
+	return redis.NewScript(luaBase + luaFlowEager + "local function main()\n" + body + luaEnd)
 }
 
 // Arguments per item (ARGV) of the batch scripts.
@@ -441,7 +456,7 @@ func batchBody(width int, body string) string {
 // complete), not here: retention counts from the end, so a task waiting in a
 // long backlog or delayed past the retention never vanishes. It carries only
 // the key builders and the helper it needs instead of luaLib.
-var submitBatchScript = redis.NewScript(luaKeys() + luaFlowEnqueue + batchBody(submitItemArgs, `
+var submitBatchScript = redis.NewScript(luaKeys() + luaFlowState + luaFlowEnqueueLazy + batchBody(submitItemArgs, `
 local ITEM = "`+packFormat(submitItemFields)+`"
 local function record(id, state, nowtxt)
   return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
@@ -509,7 +524,7 @@ local function submit(tk, rk, a)
     state, avail = "Pending", notBefore
     redis.call("ZADD", KEYS[2], notBefore, id)
   elseif F then
-    fc_enqueue(F, prio, fkey, id, now)
+    fc().enqueue(F, prio, fkey, id, now)
   else
     msg = redis.call("XADD", KEYS[3 + tonumber(prio)], "*", "t", id, "a", 1)
   end
@@ -565,7 +580,7 @@ if #queued > 0 then
   pcall(index_new)
 end
 for f, n in pairs(counts) do pcall(redis.call, "HINCRBY", K_STATS, f, n) end
-fc_flush_enqueue()
+if FCL then FCL.flush_enqueue() end
 return {"ok", out}
 `))
 
@@ -630,13 +645,13 @@ local consumer, count, now, nowtxt, worker = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local out = {}
 if st[2] then
   FLOW_CLOCK = ARGV[7]
-  local r = fc_claim(st[2], st[3], consumer, count, worker, now, nowtxt)
+  local r = fc().claim(st[2], st[3], consumer, count, worker, now, nowtxt)
   if not FLOW_CFG.off then return r end
   -- Flow control was removed: the key lists first (no limits), then the
   -- streams; once the lists are empty the queue is a plain one again.
   out = r[1] == "ok" and r[2] or {}
   if #out >= count then return {"ok", out} end
-  if (tonumber(redis.call("HGET", K_FS, "n")) or 0) + FQ_ADDED <= 0 then fc_end() end
+  if (tonumber(redis.call("HGET", K_FS, "n")) or 0) + FQ_ADDED <= 0 then fc().remove() end
   count = count - #out
 end
 for _, e in ipairs(read_bands(consumer, count, function(band, msgid, t, a)
@@ -808,7 +823,7 @@ for _, stream in ipairs(streams) do
   redis.call("XACK", stream, GROUP, unpack(acks[stream]))
   redis.call("XDEL", stream, unpack(acks[stream]))
 end
-fc_release(released)
+if #released > 0 then fc().release(released) end
 return out
 `))
 
@@ -892,7 +907,7 @@ end
 local id, attempt = task_id(tk), tonumber(h[2])
 redis.call("XACK", stream, GROUP, msgid)
 redis.call("XDEL", stream, msgid)
-if h[8] == "1" then fc_release({id}) end
+if h[8] == "1" then fc().release({id}) end
 if h[7] == "1" then
   finish(id, "Cancelled", "TaskCancelled", attempt, h[5], now, nowtxt)
   return {"Cancelled"}
@@ -1012,7 +1027,7 @@ end
 if state == "Queued" and h[4] and h[4] ~= "" then
   redis.call("XDEL", k_stream(h[3]), h[4])
 elseif state == "Queued" and h[8] == "1" then
-  fc_unlist(h[3], h[9] or "", id) -- in its key list (flow control)
+  fc().unlist(h[3], h[9] or "", id) -- in its key list (flow control)
 else
   redis.call("ZREM", KEYS[2], id)
 end
