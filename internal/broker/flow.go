@@ -197,7 +197,8 @@ func validFlow(f *FlowControl) error {
 // flowText is a queue's flow control as the scripts read it (flow_parse in
 // flow_scripts.go): "1 rate_limit rate_period_us rate_burst max_concurrency
 // key_concurrency key_rate_limit key_rate_period_us key_rate_burst W|F
-// overrides(0|1) digest", 0 for a limit not set; the digest of the overrides
+// overrides digest", 0 for a limit not set; overrides is 0 (none), 1 (some,
+// none with a rate) or 2 (some with a rate); the digest of the overrides
 // makes a change of them a change of the text. "" for nil.
 func flowText(f *FlowControl) string {
 	if f == nil {
@@ -207,7 +208,11 @@ func flowText(f *FlowControl) string {
 	if f.Fairness == FairnessFIFO {
 		fair = "F"
 	}
-	if len(f.Overrides) > 0 {
+	for _, o := range f.Overrides {
+		if o.Rate != nil {
+			ov = "2"
+			break
+		}
 		ov = "1"
 	}
 	h := fnv.New64a()

@@ -53,7 +53,8 @@ local FLOW_CLOCK, FLOW_READS, FQ_ADDED = nil, 0, 0
 -- flow_parse reads a queue's limits as EnsureQueue wrote them (flowText in
 -- flow.go): "1 rate_limit rate_period_us rate_burst max_concurrency
 -- key_concurrency key_rate_limit key_rate_period_us key_rate_burst
--- W|F overrides(0|1) digest", 0 for a limit that is not set; "off" while a
+-- W|F overrides(0|1|2: none, some, some with a rate) digest", 0 for a limit
+-- that is not set; krated says whether any key may have a rate; "off" while a
 -- queue whose flow control was removed still serves its key lists (no
 -- limits). nil for "" or nil: no flow control.
 local function flow_parse(s)
@@ -64,7 +65,8 @@ local function flow_parse(s)
   for w in string.gmatch(s, "%S+") do f[#f + 1] = w end
   F.rl, F.rp, F.rb, F.maxc = tonumber(f[2]), tonumber(f[3]), tonumber(f[4]), tonumber(f[5])
   F.kc, F.krl, F.krp, F.krb = tonumber(f[6]), tonumber(f[7]), tonumber(f[8]), tonumber(f[9])
-  F.fifo, F.ov = f[10] == "F", f[11] == "1"
+  F.fifo, F.ov = f[10] == "F", f[11] ~= "0"
+  F.krated = F.krl > 0 or f[11] == "2"
   return F
 end
 
@@ -79,6 +81,8 @@ end
 -- FCL is flow control's library once fc built it (a table of its
 -- functions), nil before.
 local FCL, fc_build
+-- The engine's helpers flow control's library uses (luaEngine assigns them).
+local try, finish, read_task, start_entry
 local function fc()
   if not FCL then FCL = fc_build() end
   return FCL
@@ -709,7 +713,8 @@ end
 local function fc_claim(flowtxt, mig, consumer, count, worker, now, nowtxt)
   local F = flow_parse(flowtxt)
   FLOW_CFG = F
-  local fnow = flow_now()
+  -- The clock and the rate-parked keys only matter when a rate is set.
+  local fnow = (F.rl > 0 or F.krated) and flow_now() or 0
   local skip = mig and fc_migrate(F, consumer) or {}
   local allowed, why, at = count, nil, nil
   if F.maxc > 0 then
@@ -730,7 +735,7 @@ local function fc_claim(flowtxt, mig, consumer, count, worker, now, nowtxt)
   end
   local out, held, keyWhy, more = {}, {}, nil, false
   if allowed > 0 then
-    local due = redis.call("ZRANGEBYSCORE", K_FTIMED, "-inf", fnum(fnow), "LIMIT", 0, 100)
+    local due = F.krated and redis.call("ZRANGEBYSCORE", K_FTIMED, "-inf", fnum(fnow), "LIMIT", 0, 100) or {}
     if #due > 0 then
       redis.call("ZREM", K_FTIMED, unpack(due))
       for _, key in ipairs(due) do fc_unpark(F, key) end
@@ -762,7 +767,7 @@ local function fc_claim(flowtxt, mig, consumer, count, worker, now, nowtxt)
     local t = redis.call("ZRANGE", K_FTIMED, 0, 0, "WITHSCORES")
     if t[2] then at = tonumber(t[2]) end
   end
-  if at then return {"wait", fnum(fc_timer(worker, at, fnow)), why or ""} end
+  if at then return {"wait", fnum(fc_timer(worker, at, flow_now())), why or ""} end
   return {"wait", "-1", why or ""}
 end
 `
@@ -771,12 +776,15 @@ end
 const luaFlowExports = `{enqueue = fc_enqueue, flush_enqueue = fc_flush_enqueue, release = fc_release, charge = fc_charge,
   unlist = fc_unlist, claim = fc_claim, remove = fc_end, flush = fc_flush}`
 
-// luaFlowLazy defines fc_build, the builder of flow control's library, at
-// the end of luaLib (its functions use the task helpers and start_entry).
+// luaFlowLazy defines fc_build, the builder of flow control's library, right
+// after luaHead: a closure made there captures its upvalues while few
+// others are open, which costs a script call a fraction of what it does at
+// the end of luaLib (the library's functions reach the engine's helpers
+// through the locals luaFlowState declares).
 const luaFlowLazy = "fc_build = function()\n" + luaFlowEnqueue + luaFlow + luaFlowClaim + "\nreturn " + luaFlowExports + "\nend\n"
 
-// luaFlowEager is flow control's library defined at the top level, for the
-// scripts of flowScript, whose bodies use its parts (HC, fc_unpark, ...).
+// luaFlowEager is flow control's library defined at the top level after
+// luaEngine, for the scripts of flowScript, whose bodies use its parts (HC, fc_unpark, ...).
 const luaFlowEager = luaFlowEnqueue + luaFlow + luaFlowClaim + "\nFCL = " + luaFlowExports + "\n"
 
 // luaFlowEnqueueLazy defines fc_build with fc_enqueue's part of the library

@@ -268,15 +268,16 @@ const (
 	// the tasks before).
 	flowBudgetSubmitBatchBusyKeys = 148
 	// flowBudgetStartOne: ReadStart admitting one task: MGET of the paused and
-	// flow keys, the timed keys, a window of each band's ready set (bands 9..5
+	// flow keys, a window of each band's ready set (bands 9..5
 	// here), LPOP, HGETALL, XADD to the band stream and XREADGROUP, the start's
 	// HSET, then the slot, counts and virtual time written once, and one LLEN
 	// (a claim that filled its count wakes the next worker only when work is
-	// left); 16 without.
-	flowBudgetStartOne = 22
+	// left); 16 without. A queue with a rate adds the clock (TIME), one with
+	// per-key rates the rate-parked keys due (ZRANGEBYSCORE).
+	flowBudgetStartOne = 21
 	// flowBudgetStartBatch: ReadStart admitting opBatch tasks of opBatch keys:
 	// LPOP, HGETALL, XADD and HSET per task, the rest per call; 78 without.
-	flowBudgetStartBatch = 146
+	flowBudgetStartBatch = 145
 	// flowBudgetCompleteOne: one Complete: the slot given back (HMGET and HDEL
 	// of fc:held, HMGET and HDEL of the key's count) and the execution time
 	// (two HINCRBY); 12 without.
@@ -285,8 +286,8 @@ const (
 	// six commands per call; 198 without.
 	flowBudgetCompleteBatch = 204
 	// flowBudgetCompleteNext: one CompleteNext admitting the next task: a
-	// flow complete and a flow start (18 + 22); 28 without.
-	flowBudgetCompleteNext = 40
+	// flow complete and a flow start (18 + 21); 28 without.
+	flowBudgetCompleteNext = 39
 )
 
 func TestFlowOperationCounts(t *testing.T) {

@@ -52,9 +52,14 @@ import (
 // record that expired while its task waited would let a second submission of
 // the key become a second logical task.
 
-// luaBase is the engine's Lua helpers, the start of every script but
-// submitBatchScript.
-var luaBase = luaKeys() + luaPackTask() + luaFlowState + `
+// luaHead starts every script but submitBatchScript: the key builders, the
+// task's packing and what flow control shares with the scripts.
+var luaHead = luaKeys() + luaPackTask() + luaFlowState
+
+// luaEngine is the engine's Lua helpers, after luaHead. try, finish,
+// read_task and start_entry are assigned to the locals luaFlowState declares
+// (flow control's library uses them).
+var luaEngine = `
 local function int(x) return string.format("%d", x) end
 local TERMINAL = {Succeeded = true, Failed = true, DeadLettered = true, Cancelled = true, Expired = true}
 
@@ -70,7 +75,7 @@ end
 
 -- try runs f(...) for one item of a batch: a Redis error fails that item only,
 -- as {"err", message}.
-local function try(f, ...)
+function try(f, ...)
   local ok, r = pcall(f, ...)
   if ok then return r end
   return {"err", type(r) == "table" and r.err or tostring(r)}
@@ -154,7 +159,7 @@ end
 -- finish ends a task in a terminal state that maps to the record's "failed"
 -- (Cancelled, Expired): hash (its payload dropped: the task never runs
 -- again), event, idempotency record.
-local function finish(id, state, evtype, attempt, ikey, now, nowtxt)
+function finish(id, state, evtype, attempt, ikey, now, nowtxt)
   local tk = k_task(id)
   redis.call("HSET", tk, "state", state, "finished_at", now, "payload", "")
   redis.call("PEXPIRE", tk, task_ttl())
@@ -190,7 +195,7 @@ local function exhaust(id, attempt, ikey, lasterr, class, now, nowtxt)
   return state
 end
 -- read_task reads a task hash into a table of its fields.
-local function read_task(tk)
+function read_task(tk)
   local flat, h = redis.call("HGETALL", tk), {}
   for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
   return h
@@ -220,7 +225,7 @@ end
 -- A flow-controlled task (fq) that leaves Running here (a reclaimed attempt
 -- cancelled, expired or exhausted) gives its concurrency slot back; its
 -- crash redelivery keeps the slot and is charged to the rate limits.
-local function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, nowtxt, h0)
+function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, nowtxt, h0)
   -- One read serves both the checks and the reply (the start's writes
   -- applied to h): a second read after the write would cost a call per task.
   local h = h0 or read_task(tk)
@@ -332,7 +337,7 @@ end
 // with luaKeys, luaFlowState and luaFlowEnqueueLazy) and the flow scripts
 // (flowScript): the engine's helpers, and flow control's library built only
 // when a call needs it (fc in luaFlowState).
-var luaLib = luaBase + luaFlowLazy
+var luaLib = luaHead + luaFlowLazy + luaEngine
 
 // luaEnd ends every script of script and flowScript: after the body, which
 // runs as a function, whatever return it takes, the counts and batched events
@@ -349,7 +354,7 @@ func script(body string) *redis.Script {
 // directly (the flow scripts of flow_scripts.go): the library is defined at
 // the top level, not built on demand.
 func flowScript(body string) *redis.Script {
-	return redis.NewScript(luaBase + luaFlowEager + "local function main()\n" + body + luaEnd)
+	return redis.NewScript(luaHead + luaEngine + luaFlowEager + "local function main()\n" + body + luaEnd)
 }
 
 // Arguments per item (ARGV) of the batch scripts.
