@@ -186,8 +186,14 @@ func flowCRKeyCap(t *testing.T, ns string, limited bool) error {
 	return errors.Join(errs...)
 }
 
+// flowSeries are the manager's flow control series, which
+// flowCRStatusNamesKeyCap checks (TestMetricsAfterBurst's queue has no flow
+// control).
+var flowSeries = []string{"dtq_queue_flow_admissible_tasks", "dtq_queue_flow_throttled_tasks", "dtq_queue_flow_held_slots",
+	"dtq_queue_flow_active_keys", "dtq_queue_flow_parked_keys", "dtq_queue_flow_limited"}
+
 // flowCRStatusNamesKeyCap checks, while tenant-a's tasks wait on their
-// key's cap, that the Queue's status and kubectl get -o wide name the limit
+// key's cap, that the Queue's status, the manager's metrics and kubectl get -o wide name the limit
 // and that a waiting Task says why it waits.
 func flowCRStatusNamesKeyCap(t *testing.T, ns string) {
 	t.Helper()
@@ -203,6 +209,23 @@ func flowCRStatusNamesKeyCap(t *testing.T, ns string) {
 		}
 		t.Logf("FlowLimited while tenant-a waits: %s: %s", c.Reason, c.Message)
 		return nil
+	}))
+	// The manager's metrics say the same: a-0 holds tenant-a's one slot, a-1
+	// and a-2 wait on it.
+	must(t, poll(t.Context(), time.Minute, func() error {
+		got := map[string]float64{}
+		for k, v := range scrapeSeries(t, single.stack.ManagerMetricsURL(), ns) {
+			if slices.Contains(flowSeries, seriesName(k)) {
+				got[k] = v
+			}
+		}
+		want := map[string]float64{
+			"dtq_queue_flow_held_slots{queue=q}": 1, "dtq_queue_flow_parked_keys{queue=q}": 1, "dtq_queue_flow_active_keys{queue=q}": 1,
+			"dtq_queue_flow_throttled_tasks{queue=q}": 2, "dtq_queue_flow_admissible_tasks{queue=q}": 0,
+			"dtq_queue_flow_limited{limit=KeyConcurrency,queue=q}": 1, "dtq_queue_flow_limited{limit=KeyRateLimit,queue=q}": 0,
+			"dtq_queue_flow_limited{limit=MaxConcurrency,queue=q}": 0, "dtq_queue_flow_limited{limit=RateLimit,queue=q}": 0,
+		}
+		return diffSeries(want, got, "\x00")
 	}))
 	want(t, "kubectl get queue -o wide", kubectl(t, ns, "get", "queues.dtq.dev", "q", "-o", "wide"), 0,
 		`(?s)LIMITED BY.*\nq .* KeyConcurrency `, `^$`)
