@@ -111,11 +111,16 @@ func applyTaskInfo(st *dtqv1alpha1.TaskStatus, t *dtqv1alpha1.Task, info broker.
 		st.Idempotency = nil
 		return
 	}
+	var matches *bool // learnt at submission (setRequestMatch), kept while the Task follows its task
+	if st.Idempotency != nil {
+		matches = st.Idempotency.RequestMatches
+	}
 	st.Idempotency = &dtqv1alpha1.TaskIdempotency{
-		Key:       t.Spec.IdempotencyKey,
-		State:     idempotencyState(info.State),
-		TaskID:    info.ID,
-		Duplicate: dup,
+		Key:            t.Spec.IdempotencyKey,
+		State:          idempotencyState(info.State),
+		TaskID:         info.ID,
+		Duplicate:      dup,
+		RequestMatches: matches,
 	}
 }
 
