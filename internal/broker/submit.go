@@ -423,9 +423,12 @@ func submitReply(q QueueRef, it submitItem, now, notBefore int64, v []any) (Subm
 		return SubmitResult{Task: withResult(taskFromHash(q, hashMap(v[2])), v[3]), Duplicate: true,
 			RequestMatches: requestMatches(v, 4)}, nil
 	case "busy":
-		id := str(v[1])
-		return SubmitResult{}, &Error{Code: CodeIdempotencyInProgress, TaskID: id, RequestMatches: requestMatches(v, 2),
-			Message: fmt.Sprintf("a task with this idempotency key is in progress (task %s)", id)}
+		id, matches := str(v[1]), requestMatches(v, 2)
+		msg := fmt.Sprintf("a task with this idempotency key is in progress (task %s)", id)
+		if matches != nil && !*matches {
+			msg += ", submitted with a different type or payload"
+		}
+		return SubmitResult{}, &Error{Code: CodeIdempotencyInProgress, TaskID: id, RequestMatches: matches, Message: msg}
 	case "mismatch":
 		id := str(v[1])
 		return SubmitResult{}, &Error{Code: CodeIdempotencyKeyMismatch, TaskID: id,
