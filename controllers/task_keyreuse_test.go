@@ -19,10 +19,12 @@ package controllers
 import (
 	"encoding/json"
 	"strings"
+	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -114,3 +116,30 @@ var _ = Describe("An idempotency key reused for another request", func() {
 		})
 	}
 })
+
+// A duplicate whose request did not match the key's task's is announced by
+// a RequestMismatch warning instead of the Duplicate event.
+func TestDuplicateMilestones(t *testing.T) {
+	for name, tc := range map[string]struct {
+		matches           *bool
+		eventType, reason string
+	}{
+		"matching":   {ptr.To(true), corev1.EventTypeNormal, EventReasonDuplicate},
+		"unknown":    {nil, corev1.EventTypeNormal, EventReasonDuplicate},
+		"mismatched": {ptr.To(false), corev1.EventTypeWarning, EventReasonRequestMismatch},
+	} {
+		t.Run(name, func(t *testing.T) {
+			idem := &dtqv1alpha1.TaskIdempotency{Key: "k", TaskID: "orig", Duplicate: true, RequestMatches: tc.matches}
+			for _, next := range []*dtqv1alpha1.TaskStatus{
+				{State: dtqv1alpha1.TaskQueued, Idempotency: idem},
+				{State: dtqv1alpha1.TaskSucceeded, Idempotency: &dtqv1alpha1.TaskIdempotency{Key: "k", TaskID: "orig", Duplicate: true,
+					State: dtqv1alpha1.IdempotencyCompleted, RequestMatches: tc.matches}},
+			} {
+				typ, reason, note, ok := milestone(&dtqv1alpha1.TaskStatus{}, next)
+				if !ok || typ != tc.eventType || reason != tc.reason || !strings.Contains(note, "orig") {
+					t.Errorf("%s: event %s %s %q, want %s %s naming orig", next.State, typ, reason, note, tc.eventType, tc.reason)
+				}
+			}
+		})
+	}
+}
