@@ -19,22 +19,22 @@ package broker
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"strconv"
 )
 
 // A keyed submission carries a request fingerprint: what makes two
 // submissions of one idempotency key the same request. It is the task type
-// and the payload's canonical JSON, hashed here (SHA-256, the first 16 bytes
-// in hex) and stored by submitBatchScript in the task hash (field fp) of the
-// task the key's record names. A later submission of the key is compared with
-// it in the same script (docs/idempotency.md, "A key reused for a different
-// request"). Priority, delay, expiry, attempts, timeout, metadata and the
-// flow key do not count: they say how to run the work, not what it is, and a
-// retrying client may recompute them (a delay relative to now, a request ID
-// in the metadata).
+// and the payload's canonical JSON, hashed here (SHA-256, its first 16 bytes
+// in unpadded base64url: 22 characters) and stored by submitBatchScript in
+// the task hash (field fp) of the task the key's record names. A later
+// submission of the key is compared with it in the same script
+// (docs/idempotency.md, "A key reused for a different request"). Priority,
+// delay, expiry, attempts, timeout, metadata and the flow key do not count:
+// they say how to run the work, not what it is, and a retrying client may
+// recompute them (a delay relative to now, a request ID in the metadata).
 
 // OnMismatch is what a queue does with a submission whose key has a record
 // of a different request (its fingerprint differs).
@@ -60,7 +60,7 @@ func fingerprint(typ string, payload []byte) (string, error) {
 	h.Write(binary.AppendUvarint(nil, uint64(len(typ)))) // the type's length first: no type+payload pair hashes like another
 	h.Write([]byte(typ))
 	h.Write(canon)
-	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16]), nil
 }
 
 // canonicalJSON returns v with object keys sorted, no white space, strings

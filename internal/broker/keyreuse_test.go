@@ -17,6 +17,7 @@ limitations under the License.
 package broker
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 	"testing"
@@ -216,4 +217,33 @@ func TestKeyReuseConcurrentReject(t *testing.T) {
 		t.Fatalf("task hashes %v, depth %d: want exactly one task", tasks, st.Depth)
 	}
 	fmt.Fprintf(t.Output(), "winner %d (payload %s)\n", winner, payloads[winner%2])
+}
+
+// BenchmarkFingerprint is the Go-side cost a keyed submission adds: the
+// canonical JSON of its payload and its hash.
+func BenchmarkFingerprint(b *testing.B) {
+	small := []byte(`{"order_id":"ord-10442","customer":"c-77","amount":1999,"currency":"EUR","items":[{"sku":"a-1","qty":2},{"sku":"b-7","qty":1}]}`)
+	var large bytes.Buffer
+	large.WriteString(`{"rows":[`)
+	for i := range 1000 {
+		if i > 0 {
+			large.WriteByte(',')
+		}
+		fmt.Fprintf(&large, `{"id":%d,"name":"row-%d","score":%d.5,"tags":["x","y"]}`, i, i, i)
+	}
+	large.WriteString(`]}`)
+	for _, p := range []struct {
+		name    string
+		payload []byte
+	}{{"small", small}, {"64KiB", large.Bytes()}} {
+		b.Run(p.name, func(b *testing.B) {
+			b.SetBytes(int64(len(p.payload)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := fingerprint("demo", p.payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
