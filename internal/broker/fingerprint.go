@@ -21,8 +21,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
-	"strconv"
 )
 
 // A keyed submission carries a request fingerprint: what makes two
@@ -50,55 +48,21 @@ const (
 )
 
 // fingerprint returns the request fingerprint of a task type and a payload
-// (a JSON object; empty is {}).
+// (a JSON object; empty is {}): the payload is compared by value, as its
+// canonical JSON (appendCanonical). So the same object sent as bytes over
+// HTTP and as a Task's spec.payload, which the API server stores re-encoded
+// (keys sorted, 1.0 as 1), has one fingerprint.
 func fingerprint(typ string, payload []byte) (string, error) {
-	canon, err := canonicalJSON(payload)
-	if err != nil {
-		return "", err
+	if len(bytes.TrimSpace(payload)) == 0 {
+		payload = []byte("{}")
 	}
 	h := sha256.New()
 	h.Write(binary.AppendUvarint(nil, uint64(len(typ)))) // the type's length first: no type+payload pair hashes like another
 	h.Write([]byte(typ))
+	canon, err := appendCanonical(make([]byte, 0, len(payload)), payload)
+	if err != nil {
+		return "", invalid("payload", "payload is not valid JSON")
+	}
 	h.Write(canon)
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16]), nil
-}
-
-// canonicalJSON returns v with object keys sorted, no white space, strings
-// re-escaped alike, and numbers by value: an integer that fits int64 in
-// decimal, any other number as the shortest text of its float64. So the
-// same object sent as bytes over HTTP and as a Task's spec.payload, which
-// the API server stores re-encoded (keys sorted, 1.0 as 1), gives one text.
-func canonicalJSON(v []byte) ([]byte, error) {
-	if len(bytes.TrimSpace(v)) == 0 {
-		return []byte("{}"), nil
-	}
-	d := json.NewDecoder(bytes.NewReader(v))
-	d.UseNumber()
-	var x any
-	if err := d.Decode(&x); err != nil {
-		return nil, invalid("payload", "payload is not valid JSON: %v", err)
-	}
-	return json.Marshal(canonicalNumbers(x)) // encoding/json sorts map keys
-}
-
-// canonicalNumbers replaces every json.Number in x by its canonical text.
-func canonicalNumbers(x any) any {
-	switch v := x.(type) {
-	case map[string]any:
-		for k, e := range v {
-			v[k] = canonicalNumbers(e)
-		}
-	case []any:
-		for i, e := range v {
-			v[i] = canonicalNumbers(e)
-		}
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return json.Number(strconv.FormatInt(n, 10))
-		}
-		if f, err := v.Float64(); err == nil {
-			return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
-		}
-	}
-	return x
 }
