@@ -273,11 +273,13 @@ func TestQueueConfig(t *testing.T) {
 	custom.Spec.DeadLetter = dtqv1alpha1.DeadLetterPolicy{Enabled: ptr.To(false), MaxLength: 7}
 	custom.Spec.VisibilityTimeout = dtqv1alpha1.NewDuration(9 * time.Second)
 	custom.Spec.Durability = dtqv1alpha1.QueueDurability{ReplicaAcks: 1, ReplicaAckTimeout: dtqv1alpha1.NewDuration(250 * time.Millisecond)}
+	custom.Spec.Idempotency.OnMismatch = dtqv1alpha1.IdempotencyMismatchReject
 	want := def
 	want.MaxDepth, want.MaxPayloadBytes, want.IdempotencyTTL, want.DefaultTimeout = 5, 64, 2*time.Second, time.Minute
 	want.DefaultMaxAttempts, want.Retry = 3, broker.RetryPolicy{BaseDelay: 2 * time.Second, MaxDelay: 10 * time.Second, Jitter: 0.5}
 	want.DeadLetter, want.DeadLetterMaxLen, want.VisibilityTimeout = false, 7, 9*time.Second
 	want.ReplicaAcks, want.ReplicaAckTimeout = 1, 250*time.Millisecond
+	want.OnMismatch = broker.MismatchReject
 	flowQueue := testutil.MakeQueue("q", "ns").FlowControl(&dtqv1alpha1.FlowControl{
 		RateLimit:      &dtqv1alpha1.FlowRate{Limit: 200, Period: dtqv1alpha1.NewDuration(time.Minute), Burst: 20},
 		MaxConcurrency: ptr.To[int32](400),

@@ -62,6 +62,9 @@ func queueConfig(q *dtqv1alpha1.Queue) broker.QueueConfig {
 	c.ReplicaAcks = int(s.Durability.ReplicaAcks)
 	setDur(&c.ReplicaAckTimeout, s.Durability.ReplicaAckTimeout.Duration)
 	c.Flow = flowConfig(s.FlowControl)
+	if s.Idempotency.OnMismatch == dtqv1alpha1.IdempotencyMismatchReject {
+		c.OnMismatch = broker.MismatchReject
+	}
 	return c
 }
 

@@ -94,7 +94,8 @@ var (
 
 	// Label values exported even at zero, so that rate() and alerts see a
 	// series from the queue's first scrape on.
-	refusedCodes   = []broker.Code{broker.CodeIdempotencyInProgress, broker.CodeQueueFull, broker.CodePayloadTooLarge}
+	refusedCodes = []broker.Code{broker.CodeIdempotencyInProgress, broker.CodeIdempotencyKeyMismatch, broker.CodeQueueFull,
+		broker.CodePayloadTooLarge}
 	finishedStates = []broker.State{broker.StateSucceeded, broker.StateFailed, broker.StateDeadLettered,
 		broker.StateCancelled, broker.StateExpired}
 	flowLimits = []broker.FlowLimit{broker.LimitRate, broker.LimitMaxConcurrency, broker.LimitKeyConcurrency, broker.LimitKeyRate}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/testutil"
 )
@@ -39,7 +40,7 @@ func queueSeries(g Gomega, reg prometheus.Gatherer, ns string) map[string]float6
 var _ = Describe("Queue metrics", func() {
 	It("exports every Queue's backlog, counters and workers on the manager's registry", func() {
 		ns := newNamespace("metrics")
-		q := testutil.MakeQueue("jobs", ns).Obj()
+		q := testutil.MakeQueue("jobs", ns).OnMismatch(dtqv1alpha1.IdempotencyMismatchReject).Obj()
 		Expect(k8sClient.Create(ctx, q)).To(Succeed())
 		Eventually(getDeployment(ns, "jobs-workers"), timeout, poll).Should(Not(BeNil()))
 		markReady(ns, "jobs-workers")
@@ -50,21 +51,24 @@ var _ = Describe("Queue metrics", func() {
 		}
 		_, err := engine.Submit(ctx, ref, broker.SubmitRequest{Type: "echo", Priority: 3, IdempotencyKey: "a"})
 		Expect(err).To(MatchError(broker.ErrIdempotencyInProgress))
+		_, err = engine.Submit(ctx, ref, broker.SubmitRequest{Type: "other", Priority: 3, IdempotencyKey: "a"})
+		Expect(err).To(MatchError(broker.ErrIdempotencyKeyMismatch))
 
 		want := map[string]float64{
-			"dtq_queue_in_flight_tasks{queue=jobs}":                                        0,
-			"dtq_queue_scheduled_tasks{queue=jobs}":                                        0,
-			"dtq_queue_dead_lettered_tasks{queue=jobs}":                                    0,
-			"dtq_queue_paused{queue=jobs}":                                                 0,
-			"dtq_queue_workers_desired{queue=jobs}":                                        1,
-			"dtq_queue_workers_ready{queue=jobs}":                                          1,
-			"dtq_queue_submissions_total{queue=jobs,result=accepted}":                      3,
-			"dtq_queue_submissions_total{queue=jobs,result=duplicate}":                     0,
-			"dtq_queue_submissions_refused_total{code=IDEMPOTENCY_IN_PROGRESS,queue=jobs}": 1,
-			"dtq_queue_submissions_refused_total{code=QUEUE_FULL,queue=jobs}":              0,
-			"dtq_queue_submissions_refused_total{code=PAYLOAD_TOO_LARGE,queue=jobs}":       0,
-			"dtq_queue_retries_total{queue=jobs}":                                          0,
-			"dtq_queue_redeliveries_total{queue=jobs}":                                     0,
+			"dtq_queue_in_flight_tasks{queue=jobs}":                                         0,
+			"dtq_queue_scheduled_tasks{queue=jobs}":                                         0,
+			"dtq_queue_dead_lettered_tasks{queue=jobs}":                                     0,
+			"dtq_queue_paused{queue=jobs}":                                                  0,
+			"dtq_queue_workers_desired{queue=jobs}":                                         1,
+			"dtq_queue_workers_ready{queue=jobs}":                                           1,
+			"dtq_queue_submissions_total{queue=jobs,result=accepted}":                       3,
+			"dtq_queue_submissions_total{queue=jobs,result=duplicate}":                      0,
+			"dtq_queue_submissions_refused_total{code=IDEMPOTENCY_IN_PROGRESS,queue=jobs}":  1,
+			"dtq_queue_submissions_refused_total{code=IDEMPOTENCY_KEY_MISMATCH,queue=jobs}": 1,
+			"dtq_queue_submissions_refused_total{code=QUEUE_FULL,queue=jobs}":               0,
+			"dtq_queue_submissions_refused_total{code=PAYLOAD_TOO_LARGE,queue=jobs}":        0,
+			"dtq_queue_retries_total{queue=jobs}":                                           0,
+			"dtq_queue_redeliveries_total{queue=jobs}":                                      0,
 		}
 		for p := range broker.Bands {
 			want["dtq_queue_queued_tasks{priority="+string(rune('0'+p))+",queue=jobs}"] = 0

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -74,10 +75,17 @@ type TaskReconciler struct {
 	// may lag behind our own write, and comparing with it avoids writing the
 	// same status twice.
 	written sync.Map // types.UID -> *dtqv1alpha1.TaskStatus
-	// submitted is the task ID in Redis each Task this manager submitted
+	// submitted is the task in Redis each Task this manager submitted
 	// follows (its own, or the original of a duplicate), so later syncs read
 	// it back instead of reading the payload again.
-	submitted sync.Map // types.UID -> string
+	submitted sync.Map // types.UID -> submission
+}
+
+// submission is what submitting a Task told: the task ID it follows, and
+// whether its request matched that task's (nil: not compared).
+type submission struct {
+	id      string
+	matches *bool
 }
 
 // +kubebuilder:rbac:groups=dtq.dev,resources=tasks,verbs=get;list;watch;delete
@@ -185,9 +193,10 @@ func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, prev,
 	switch {
 	case err == nil:
 		dup := res.Task.ID != string(task.UID)
-		r.submitted.Store(task.UID, res.Task.ID)
+		r.submitted.Store(task.UID, submission{id: res.Task.ID, matches: res.RequestMatches})
 		applyTaskInfo(next, task, res.Task, dup)
 		r.setSubmitted(next, task, res.Task, dup)
+		r.setRequestMatch(next, task, res.Task.ID, res.RequestMatches)
 		return outcome{info: &res.Task}, nil
 	case errors.Is(err, broker.ErrIdempotencyInProgress):
 		var e *broker.Error
@@ -199,10 +208,16 @@ func (r *TaskReconciler) sync(ctx context.Context, task *dtqv1alpha1.Task, prev,
 		case gerr != nil:
 			return outcome{}, fmt.Errorf("get original task %s: %w", e.TaskID, gerr)
 		}
-		r.submitted.Store(task.UID, e.TaskID)
+		r.submitted.Store(task.UID, submission{id: e.TaskID, matches: e.RequestMatches})
 		applyTaskInfo(next, task, info, true)
 		r.setSubmitted(next, task, info, true) // a replay if it finished between the two calls
+		r.setRequestMatch(next, task, e.TaskID, e.RequestMatches)
 		return outcome{info: &info}, nil
+	case errors.Is(err, broker.ErrIdempotencyKeyMismatch):
+		var e *broker.Error
+		errors.As(err, &e)
+		r.rejectMismatch(next, task, e.TaskID)
+		return outcome{}, nil
 	case errors.Is(err, broker.ErrQueueNotFound):
 		next.State = dtqv1alpha1.TaskPending
 		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionFalse, dtqv1alpha1.ReasonQueueNotFound,
@@ -268,6 +283,35 @@ func (r *TaskReconciler) setSubmitted(next *dtqv1alpha1.TaskStatus, task *dtqv1a
 		r.setCondition(next, task, dtqv1alpha1.TaskSubmitted, metav1.ConditionTrue, dtqv1alpha1.ReasonSubmitted,
 			"Task is in the queue")
 	}
+}
+
+// setRequestMatch records whether the Task's type and payload matched those
+// of the task owning its key, owner (matches nil: no comparison, the Task
+// owns its key or the owner has no fingerprint). A mismatch gets the
+// RequestMismatch condition: the Task mirrors the owner, and its own payload
+// never runs.
+func (r *TaskReconciler) setRequestMatch(next *dtqv1alpha1.TaskStatus, task *dtqv1alpha1.Task, owner string, matches *bool) {
+	if next.Idempotency != nil {
+		next.Idempotency.RequestMatches = matches
+	}
+	if matches == nil || *matches {
+		meta.RemoveStatusCondition(&next.Conditions, dtqv1alpha1.TaskRequestMismatch)
+		return
+	}
+	r.setCondition(next, task, dtqv1alpha1.TaskRequestMismatch, metav1.ConditionTrue, dtqv1alpha1.ReasonReplayed,
+		fmt.Sprintf("Idempotency key %q belongs to task %s, submitted with another type or payload; this Task mirrors that task and its own payload never runs",
+			task.Spec.IdempotencyKey, owner))
+}
+
+// rejectMismatch ends a Task whose key belongs to task owner, submitted with
+// another type or payload, on a Queue that rejects such reuse: Failed, never
+// submitted, nothing written in Redis.
+func (r *TaskReconciler) rejectMismatch(next *dtqv1alpha1.TaskStatus, task *dtqv1alpha1.Task, owner string) {
+	msg := fmt.Sprintf("Idempotency key %q belongs to task %s, submitted with another type or payload; the Queue rejects such reuse (spec.idempotency.onMismatch: Reject), so this Task never runs",
+		task.Spec.IdempotencyKey, owner)
+	r.finishUnsubmitted(next, task, dtqv1alpha1.TaskFailed, dtqv1alpha1.ReasonIdempotencyKeyMismatch, msg)
+	next.Idempotency = &dtqv1alpha1.TaskIdempotency{Key: task.Spec.IdempotencyKey, TaskID: owner, RequestMatches: ptr.To(false)}
+	r.setCondition(next, task, dtqv1alpha1.TaskRequestMismatch, metav1.ConditionTrue, dtqv1alpha1.ReasonIdempotencyKeyMismatch, msg)
 }
 
 // setMirroring says the Task mirrors the in-progress task id owning its key.

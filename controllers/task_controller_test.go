@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
@@ -94,13 +95,13 @@ var _ = Describe("Task controller", func() {
 			got := getTask(second)(g)
 			g.Expect(condition(got, dtqv1alpha1.TaskSubmitted)).To(HaveField("Reason", dtqv1alpha1.ReasonIdempotencyInProgress))
 			g.Expect(got.Status.Idempotency).To(Equal(&dtqv1alpha1.TaskIdempotency{
-				Key: "same", State: dtqv1alpha1.IdempotencyProcessing, TaskID: string(first.UID), Duplicate: true}))
+				Key: "same", State: dtqv1alpha1.IdempotencyProcessing, TaskID: string(first.UID), Duplicate: true, RequestMatches: ptr.To(true)}))
 		}, timeout, poll).Should(Succeed())
 
 		Eventually(getTask(second), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskSucceeded))
 		got, orig := getTask(second)(Default), getTask(first)(Default)
 		Expect(got.Status.Idempotency).To(Equal(&dtqv1alpha1.TaskIdempotency{
-			Key: "same", State: dtqv1alpha1.IdempotencyCompleted, TaskID: string(first.UID), Duplicate: true}))
+			Key: "same", State: dtqv1alpha1.IdempotencyCompleted, TaskID: string(first.UID), Duplicate: true, RequestMatches: ptr.To(true)}))
 		Expect(got.Status.Result).To(Equal(orig.Status.Result))
 		Expect(got.Status.TaskID).To(BeEmpty(), "a duplicate has no task of its own")
 		Expect(condition(got, dtqv1alpha1.TaskSubmitted)).To(HaveField("Reason", dtqv1alpha1.ReasonDuplicate))
@@ -135,7 +136,7 @@ var _ = Describe("Task controller", func() {
 		t = recreate()
 		Eventually(getTask(t), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskSucceeded))
 		Expect(getTask(t)(Default).Status.Idempotency).To(Equal(&dtqv1alpha1.TaskIdempotency{
-			Key: "gitops-1", State: dtqv1alpha1.IdempotencyCompleted, TaskID: originalID, Duplicate: true}))
+			Key: "gitops-1", State: dtqv1alpha1.IdempotencyCompleted, TaskID: originalID, Duplicate: true, RequestMatches: ptr.To(true)}))
 		Expect(runCount(ns)).To(Equal(int64(1)))
 
 		By("waiting for the idempotency record to expire")

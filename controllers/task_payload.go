@@ -114,6 +114,9 @@ func (r *TaskReconciler) readBack(ctx context.Context, task *dtqv1alpha1.Task, p
 	dup := id != string(task.UID)
 	applyTaskInfo(next, task, info, dup)
 	r.setSubmitted(next, task, info, dup)
+	if v, ok := r.submitted.Load(task.UID); ok { // a status not written yet (held back) has not kept it
+		r.setRequestMatch(next, task, id, v.(submission).matches)
+	}
 	return outcome{info: &info}, true, nil
 }
 
@@ -121,7 +124,7 @@ func (r *TaskReconciler) readBack(ctx context.Context, task *dtqv1alpha1.Task, p
 // manager submitted it as, else the one its status names; "" when none.
 func (r *TaskReconciler) submittedID(task *dtqv1alpha1.Task, st *dtqv1alpha1.TaskStatus) string {
 	if v, ok := r.submitted.Load(task.UID); ok {
-		return v.(string)
+		return v.(submission).id
 	}
 	if i := st.Idempotency; i != nil && i.Duplicate && i.TaskID != "" {
 		return i.TaskID

@@ -23,6 +23,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
@@ -100,7 +101,7 @@ var _ = Describe("Task retry", func() {
 		Eventually(getTask(mirror), timeout, poll).Should(HaveField("Status.State", dtqv1alpha1.TaskSucceeded))
 		m := getTask(mirror)(Default)
 		Expect(m.Status.Idempotency).To(Equal(&dtqv1alpha1.TaskIdempotency{
-			Key: "deploy", State: dtqv1alpha1.IdempotencyCompleted, TaskID: string(orig.UID), Duplicate: true}))
+			Key: "deploy", State: dtqv1alpha1.IdempotencyCompleted, TaskID: string(orig.UID), Duplicate: true, RequestMatches: ptr.To(true)}))
 		Expect(m.Status.Result).To(Equal(got.Status.Result))
 		Expect(m.Status.History).To(ConsistOf(HaveField("State", dtqv1alpha1.TaskDeadLettered)))
 

@@ -37,14 +37,17 @@ const (
 
 // Event reasons besides the condition reasons.
 const (
-	EventReasonSubmitted    = dtqv1alpha1.ReasonSubmitted
-	EventReasonDuplicate    = dtqv1alpha1.ReasonDuplicate
-	EventReasonSucceeded    = string(dtqv1alpha1.TaskSucceeded)
-	EventReasonFailed       = string(dtqv1alpha1.TaskFailed)
-	EventReasonDeadLettered = string(dtqv1alpha1.TaskDeadLettered)
-	EventReasonCancelled    = string(dtqv1alpha1.TaskCancelled)
-	EventReasonExpired      = string(dtqv1alpha1.TaskExpired)
-	EventReasonScaled       = "Scaled"
+	EventReasonSubmitted = dtqv1alpha1.ReasonSubmitted
+	EventReasonDuplicate = dtqv1alpha1.ReasonDuplicate
+	// EventReasonRequestMismatch (a warning) replaces Duplicate when the
+	// key's task was submitted with another type or payload.
+	EventReasonRequestMismatch = dtqv1alpha1.TaskRequestMismatch
+	EventReasonSucceeded       = string(dtqv1alpha1.TaskSucceeded)
+	EventReasonFailed          = string(dtqv1alpha1.TaskFailed)
+	EventReasonDeadLettered    = string(dtqv1alpha1.TaskDeadLettered)
+	EventReasonCancelled       = string(dtqv1alpha1.TaskCancelled)
+	EventReasonExpired         = string(dtqv1alpha1.TaskExpired)
+	EventReasonScaled          = "Scaled"
 )
 
 // submitRequest is the engine request of a Task. The ID is the Task's UID, and
@@ -111,11 +114,16 @@ func applyTaskInfo(st *dtqv1alpha1.TaskStatus, t *dtqv1alpha1.Task, info broker.
 		st.Idempotency = nil
 		return
 	}
+	var matches *bool // learnt at submission (setRequestMatch), kept while the Task follows its task
+	if st.Idempotency != nil {
+		matches = st.Idempotency.RequestMatches
+	}
 	st.Idempotency = &dtqv1alpha1.TaskIdempotency{
-		Key:       t.Spec.IdempotencyKey,
-		State:     idempotencyState(info.State),
-		TaskID:    info.ID,
-		Duplicate: dup,
+		Key:            t.Spec.IdempotencyKey,
+		State:          idempotencyState(info.State),
+		TaskID:         info.ID,
+		Duplicate:      dup,
+		RequestMatches: matches,
 	}
 }
 
@@ -142,8 +150,8 @@ func milestone(prev, next *dtqv1alpha1.TaskStatus) (eventType, reason, note stri
 			fmt.Sprintf("Task runs again from attempt 1; the previous run ended %s after %d attempt(s)", last.State, last.Attempts), true
 	case next.State.Finished() && (!prev.State.Finished() || ranAgain):
 		if dup && next.Idempotency.State != dtqv1alpha1.IdempotencyProcessing {
-			return corev1.EventTypeNormal, EventReasonDuplicate,
-				fmt.Sprintf("Replayed task %s (%s) for idempotency key %q", next.Idempotency.TaskID, next.State, next.Idempotency.Key), true
+			return duplicateEvent(next.Idempotency,
+				fmt.Sprintf("Replayed task %s (%s) for idempotency key %q", next.Idempotency.TaskID, next.State, next.Idempotency.Key))
 		}
 		switch next.State {
 		case dtqv1alpha1.TaskSucceeded:
@@ -154,12 +162,22 @@ func milestone(prev, next *dtqv1alpha1.TaskStatus) (eventType, reason, note stri
 			return corev1.EventTypeWarning, string(next.State), fmt.Sprintf("Task %s: %s", next.State, next.LastError), true
 		}
 	case dup && (prev.Idempotency == nil || !prev.Idempotency.Duplicate):
-		return corev1.EventTypeNormal, EventReasonDuplicate,
-			fmt.Sprintf("Idempotency key %q is owned by in-progress task %s", next.Idempotency.Key, next.Idempotency.TaskID), true
+		return duplicateEvent(next.Idempotency,
+			fmt.Sprintf("Idempotency key %q is owned by in-progress task %s", next.Idempotency.Key, next.Idempotency.TaskID))
 	case next.TaskID != "" && prev.TaskID == "":
 		return corev1.EventTypeNormal, EventReasonSubmitted, "Task queued as " + next.TaskID, true
 	}
 	return "", "", "", false
+}
+
+// duplicateEvent is the Event of a duplicate Task: Duplicate, or a
+// RequestMismatch warning when its request did not match the key's task's.
+func duplicateEvent(i *dtqv1alpha1.TaskIdempotency, note string) (eventType, reason, _ string, ok bool) {
+	if i.RequestMatches != nil && !*i.RequestMatches {
+		return corev1.EventTypeWarning, EventReasonRequestMismatch,
+			note + "; that task was submitted with another type or payload, and this Task's payload never runs", true
+	}
+	return corev1.EventTypeNormal, EventReasonDuplicate, note, true
 }
 
 func (r *TaskReconciler) recordMilestones(t *dtqv1alpha1.Task, prev, next *dtqv1alpha1.TaskStatus) {

@@ -69,6 +69,7 @@ var _ = Describe("CRD validation", Ordered, func() {
 		Expect(s.DeadLetter.MaxLength).To(Equal(int64(10000)))
 		Expect(s.Durability.ReplicaAcks).To(BeZero())
 		Expect(s.Durability.ReplicaAckTimeout.Duration).To(Equal(time.Second))
+		Expect(s.Idempotency.OnMismatch).To(Equal(dtqv1alpha1.IdempotencyMismatchReplay))
 		Expect(s.Paused).To(BeFalse())
 	})
 

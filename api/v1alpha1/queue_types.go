@@ -123,6 +123,12 @@ type QueueSpec struct {
 	// +optional
 	Durability QueueDurability `json:"durability,omitzero"`
 
+	// idempotency says what a submission gets when its idempotency key
+	// belongs to a task submitted with another type or payload.
+	// +kubebuilder:default={}
+	// +optional
+	Idempotency QueueIdempotency `json:"idempotency,omitzero"`
+
 	// ttlSecondsAfterFinished is the default lifetime of finished Task objects of
 	// this queue; a Task's own value wins. Unset keeps finished Tasks.
 	// +kubebuilder:validation:Minimum=0
@@ -299,6 +305,34 @@ type QueueDurability struct {
 	// +optional
 	ReplicaAckTimeout Duration `json:"replicaAckTimeout,omitzero"`
 }
+
+// QueueIdempotency configures the queue's answer to an idempotency key
+// reused for a different request: a submission whose task type or payload
+// (compared as canonical JSON) differs from those of the task the key's
+// record names. docs/idempotency.md has the rule.
+type QueueIdempotency struct {
+	// onMismatch is what such a submission gets. Replay (the default, the
+	// seed's behaviour) answers it as it answers the same request: the
+	// original's replay (HTTP 200) or in progress (HTTP 409), with
+	// request_matches false; a Task mirrors the original with
+	// status.idempotency.requestMatches false and a RequestMismatch
+	// condition. Reject refuses it and writes nothing: HTTP 422
+	// IDEMPOTENCY_KEY_MISMATCH naming the original task; a Task ends Failed,
+	// never submitted, with reason IdempotencyKeyMismatch.
+	// +kubebuilder:default=Replay
+	// +optional
+	OnMismatch IdempotencyMismatchPolicy `json:"onMismatch,omitempty"`
+}
+
+// IdempotencyMismatchPolicy is a Queue's answer to an idempotency key reused
+// for a different request.
+// +kubebuilder:validation:Enum=Replay;Reject
+type IdempotencyMismatchPolicy string
+
+const (
+	IdempotencyMismatchReplay IdempotencyMismatchPolicy = "Replay"
+	IdempotencyMismatchReject IdempotencyMismatchPolicy = "Reject"
+)
 
 // DeadLetterPolicy configures the dead-letter stream.
 type DeadLetterPolicy struct {

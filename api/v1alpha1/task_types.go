@@ -199,6 +199,13 @@ type TaskIdempotency struct {
 	// mirrors it instead of running.
 	// +optional
 	Duplicate bool `json:"duplicate,omitempty"`
+
+	// requestMatches, when another submission owns the key, says whether this
+	// Task's type and payload (compared as canonical JSON) are that
+	// submission's. Unset when this Task owns the key, or when the owner has
+	// no fingerprint (submitted by an older release).
+	// +optional
+	RequestMatches *bool `json:"requestMatches,omitempty"`
 }
 
 // Task condition types and reasons.
@@ -217,6 +224,12 @@ const (
 	// sigs.k8s.io/cli-utils) reads as InProgress and Failed.
 	TaskReconciling = "Reconciling"
 	TaskStalled     = "Stalled"
+	// TaskRequestMismatch is present (True) only when the Task's idempotency
+	// key belongs to a task submitted with another type or payload: reason
+	// Replayed when the Task mirrors that task anyway (the Queue's
+	// spec.idempotency.onMismatch Replay), IdempotencyKeyMismatch when it was
+	// refused (Reject).
+	TaskRequestMismatch = "RequestMismatch"
 
 	ReasonSubmitted             = "Submitted"
 	ReasonQueueNotFound         = "QueueNotFound"
@@ -225,14 +238,19 @@ const (
 	ReasonQueueFull             = "QueueFull"
 	ReasonIdempotencyInProgress = "IdempotencyInProgress"
 	ReasonDuplicate             = "Duplicate"
-	ReasonCancelledBeforeSubmit = "CancelledBeforeSubmit"
+	ReasonReplayed              = "Replayed"
+	// ReasonIdempotencyKeyMismatch ends a Task never submitted: its key
+	// belongs to a task of another request on a Queue that rejects that.
+	ReasonIdempotencyKeyMismatch = "IdempotencyKeyMismatch"
+	ReasonCancelledBeforeSubmit  = "CancelledBeforeSubmit"
 	// ReasonQueueDeleted is the Event of a Queue whose Redis side was removed
 	// (its unfinished tasks cancelled).
 	ReasonQueueDeleted = "QueueDeleted"
 	// The reason of Succeeded, Reconciling and Stalled is the task's state
 	// (Queued, Succeeded, DeadLettered ...), or the Submitted condition's reason
-	// while it is False (QueueNotFound, QueueFull; InvalidTask and
-	// PayloadTooLarge end a task that was never submitted).
+	// while it is False (QueueNotFound, QueueFull; InvalidTask,
+	// PayloadTooLarge and IdempotencyKeyMismatch end a task that was never
+	// submitted).
 )
 
 // TaskStatus is the observed state of a Task.
@@ -347,6 +365,7 @@ type TaskRun struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Idempotency",type=string,JSONPath=`.status.idempotency.state`
 // +kubebuilder:printcolumn:name="Duplicate",type=boolean,JSONPath=`.status.idempotency.duplicate`,priority=1
+// +kubebuilder:printcolumn:name="Request Matches",type=boolean,JSONPath=`.status.idempotency.requestMatches`,priority=1
 // +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempt`
 // +kubebuilder:printcolumn:name="Worker",type=string,JSONPath=`.status.workerID`,priority=1
 // +kubebuilder:printcolumn:name="Flow Key",type=string,JSONPath=`.spec.flowKey`,priority=1

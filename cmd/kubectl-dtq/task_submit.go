@@ -56,7 +56,9 @@ With --via-api it submits the task from the flags over the dtq HTTP API instead
 -o name the ID alone); follow it with kubectl dtq get --via-api --queue QUEUE ID
 or kubectl dtq events QUEUE -f.
 A key whose task is in progress is refused (IDEMPOTENCY_IN_PROGRESS, naming the
-task); one whose task finished prints that task, marked duplicate.`,
+task); one whose task finished prints that task, marked duplicate, and says when
+that task was submitted with another type or payload (on a Queue with
+spec.idempotency.onMismatch Reject that is refused: IDEMPOTENCY_KEY_MISMATCH).`,
 		Example: `  kubectl dtq submit --queue default --type echo --payload '{"hello":"world"}'
   kubectl dtq submit --queue emails --type send --key receipt-1001 --max-attempts 3 -o name
   kubectl dtq submit --queue emails --type send --flow-key tenant-a
@@ -230,6 +232,9 @@ func (f *submitFlags) submitViaAPI(ctx context.Context, c *cli) error {
 		what := "submitted"
 		if t.Duplicate {
 			what = "is a duplicate of the key's task (" + string(t.Status) + ")"
+			if t.RequestMatches != nil && !*t.RequestMatches {
+				what += ", which was submitted with another type or payload: this submission's payload does not run"
+			}
 		}
 		_, err := fmt.Fprintf(c.streams.Out, "%s %s\n", t.TaskID, what)
 		return err

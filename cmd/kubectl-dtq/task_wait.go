@@ -84,6 +84,10 @@ that ended). Exit codes:
 				}
 				return err
 			}
+			if i := t.Status.Idempotency; i != nil && i.RequestMatches != nil && !*i.RequestMatches && i.Duplicate {
+				fmt.Fprintf(c.streams.ErrOut, "Warning: task %s replays task %s, whose idempotency key %q it shares but whose type or payload differ; its own payload never ran.\n",
+					name, i.TaskID, i.Key)
+			}
 			if t.Status.State != dtqv1alpha1.TaskSucceeded {
 				msg := fmt.Sprintf("task %s ended %s", name, t.Status.State)
 				if t.Status.LastError != "" {

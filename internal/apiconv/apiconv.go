@@ -202,22 +202,24 @@ func DeadLetter(d broker.DeadLetter) client.DeadLetter {
 
 // statuses maps each engine code to its HTTP status.
 var statuses = map[broker.Code]int{
-	broker.CodeInvalidTask:           http.StatusBadRequest,
-	broker.CodeInvalidRequest:        http.StatusBadRequest,
-	broker.CodePayloadTooLarge:       http.StatusRequestEntityTooLarge,
-	broker.CodeIdempotencyInProgress: http.StatusConflict,
-	broker.CodeQueueFull:             http.StatusTooManyRequests,
-	broker.CodeQueueNotFound:         http.StatusNotFound,
-	broker.CodeTaskNotFound:          http.StatusNotFound,
-	broker.CodeTaskTerminal:          http.StatusGone,
-	broker.CodeTaskConflict:          http.StatusConflict,
-	broker.CodeDLQEntryNotFound:      http.StatusNotFound,
-	broker.CodeConsumerBusy:          http.StatusConflict,
-	broker.CodeNotReplicated:         http.StatusServiceUnavailable,
+	broker.CodeInvalidTask:            http.StatusBadRequest,
+	broker.CodeInvalidRequest:         http.StatusBadRequest,
+	broker.CodePayloadTooLarge:        http.StatusRequestEntityTooLarge,
+	broker.CodeIdempotencyInProgress:  http.StatusConflict,
+	broker.CodeIdempotencyKeyMismatch: http.StatusUnprocessableEntity,
+	broker.CodeQueueFull:              http.StatusTooManyRequests,
+	broker.CodeQueueNotFound:          http.StatusNotFound,
+	broker.CodeTaskNotFound:           http.StatusNotFound,
+	broker.CodeTaskTerminal:           http.StatusGone,
+	broker.CodeTaskConflict:           http.StatusConflict,
+	broker.CodeDLQEntryNotFound:       http.StatusNotFound,
+	broker.CodeConsumerBusy:           http.StatusConflict,
+	broker.CodeNotReplicated:          http.StatusServiceUnavailable,
 }
 
 // Error converts an engine error into the API's: an engine *Error keeps its
-// code (with details: the task ID of IDEMPOTENCY_IN_PROGRESS, the limits of
+// code (with details: the task ID of IDEMPOTENCY_IN_PROGRESS, with whether
+// the request matched, and of IDEMPOTENCY_KEY_MISMATCH, the limits of
 // QUEUE_FULL and PAYLOAD_TOO_LARGE, the field of INVALID_TASK, the cause's
 // code of NOT_SUBMITTED, whose status is the cause's); a done context is 499
 // CANCELED or 504 TIMEOUT; a failure to reach Redis, or a reply saying it
@@ -262,6 +264,13 @@ const StatusCanceled = 499
 func engineDetails(e *client.Error, be *broker.Error) {
 	switch be.Code {
 	case broker.CodeIdempotencyInProgress:
+		e.TaskID = be.TaskID
+		e.Details["task_id"] = be.TaskID
+		if be.RequestMatches != nil {
+			e.RequestMatches = be.RequestMatches
+			e.Details["request_matches"] = *be.RequestMatches
+		}
+	case broker.CodeIdempotencyKeyMismatch:
 		e.TaskID = be.TaskID
 		e.Details["task_id"] = be.TaskID
 	case broker.CodeQueueFull:
@@ -320,6 +329,14 @@ func WithContext(ctx context.Context, err error) error {
 	return err
 }
 
+// Submitted converts a submission's answer: the task, whether it is a
+// replay, and whether the request matched the original's.
+func Submitted(res broker.SubmitResult) client.Task {
+	t := Task(res.Task, res.Duplicate)
+	t.RequestMatches = res.RequestMatches
+	return t
+}
+
 // SubmitStatus is the HTTP status of a successful submission: 202 for a new
 // task, 200 for a replay.
 func SubmitStatus(duplicate bool) int {
@@ -356,7 +373,7 @@ func Batch(reqs []client.SubmitRequest, now time.Time,
 			out[i] = failed(errs[j])
 			continue
 		}
-		t := Task(res[j].Task, res[j].Duplicate)
+		t := Submitted(res[j])
 		out[i] = client.BatchResult{Status: SubmitStatus(res[j].Duplicate), Task: &t}
 	}
 	return out, nil

@@ -71,6 +71,7 @@ type QueueConfig struct {
 	ReplicaAcks        int           // replicas that must acknowledge each Submit and Complete before it returns (0: none; see replicas.go)
 	ReplicaAckTimeout  time.Duration // how long a write waits for them before it fails with ErrNotReplicated (1s)
 	Flow               *FlowControl  // limits across every worker of the queue (flow.go); nil: none, today's scripts run unchanged
+	OnMismatch         OnMismatch    // a keyed submission of a different request (fingerprint.go): "" or MismatchReplay replays, MismatchReject refuses
 }
 
 // DefaultQueueConfig returns the defaults of the original dtq.
@@ -89,6 +90,7 @@ func DefaultQueueConfig() QueueConfig {
 		DeadLetterMaxLen:   10000,
 		VisibilityTimeout:  30 * time.Second,
 		ReplicaAckTimeout:  time.Second,
+		OnMismatch:         MismatchReplay,
 	}
 }
 
@@ -157,6 +159,12 @@ type SubmitRequest struct {
 type SubmitResult struct {
 	Task      TaskInfo
 	Duplicate bool
+	// RequestMatches, for a Duplicate found by its idempotency key, says
+	// whether this request matched the original's (same fingerprint,
+	// fingerprint.go); nil when there is nothing to compare: a new task, a
+	// duplicate found by its ID, or an original submitted by an older
+	// release without a fingerprint.
+	RequestMatches *bool
 }
 
 // TaskInfo is the authoritative task record (the task hash) plus its result.
@@ -234,7 +242,7 @@ type QueueMetrics struct {
 type Counters struct {
 	Accepted   int64          // new tasks written (HTTP 202)
 	Duplicates int64          // replays of a completed or failed idempotency record (HTTP 200)
-	Refused    map[Code]int64 // IDEMPOTENCY_IN_PROGRESS, QUEUE_FULL, PAYLOAD_TOO_LARGE
+	Refused    map[Code]int64 // IDEMPOTENCY_IN_PROGRESS, IDEMPOTENCY_KEY_MISMATCH, QUEUE_FULL, PAYLOAD_TOO_LARGE
 	Finished   map[State]int64
 	Retries    int64 // failed attempts scheduled for a retry
 	// Redeliveries counts entries reclaimed from a worker that stopped

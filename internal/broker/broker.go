@@ -17,6 +17,7 @@ limitations under the License.
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,7 +97,8 @@ const (
 	cfgDLQ         = "dlq"
 	cfgDLQMaxLen   = "dlq_maxlen"
 	cfgVisibility  = "visibility_ms"
-	cfgFlow        = "flow" // flow control (flowText); written by flowConfigScript
+	cfgFlow        = "flow"          // flow control (flowText); written by flowConfigScript
+	cfgOnMismatch  = "idem_mismatch" // OnMismatch; absent (a release before it) replays
 	// Read by the engine (replicas.go), not by the scripts.
 	cfgReplicaAcks       = "replica_acks"
 	cfgReplicaAckTimeout = "replica_ack_timeout_ms"
@@ -122,7 +124,8 @@ func validConfig(c QueueConfig) error {
 		c.DefaultTimeout < time.Millisecond, c.Retry.BaseDelay < 0, c.Retry.MaxDelay < c.Retry.BaseDelay,
 		c.Retry.Jitter < 0, c.Retry.Jitter > 1, c.IdempotencyTTL < time.Millisecond, c.TaskRetention < time.Millisecond,
 		c.ResultRetention < time.Millisecond, c.ResultMaxBytes < 1, c.DeadLetterMaxLen < 1, c.VisibilityTimeout < time.Millisecond,
-		c.ReplicaAcks < 0, c.ReplicaAcks > 0 && c.ReplicaAckTimeout < time.Millisecond:
+		c.ReplicaAcks < 0, c.ReplicaAcks > 0 && c.ReplicaAckTimeout < time.Millisecond,
+		c.OnMismatch != "" && c.OnMismatch != MismatchReplay && c.OnMismatch != MismatchReject:
 		return fmt.Errorf("broker: invalid queue config %+v", c)
 	}
 	return validFlow(c.Flow)
@@ -148,6 +151,7 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 	if cfg.DeadLetter {
 		dlq = "1"
 	}
+	onMismatch := cmp.Or(cfg.OnMismatch, MismatchReplay)
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
 	var hset, sadd *redis.IntCmd
 	var layout *redis.BoolCmd
@@ -159,7 +163,7 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 			cfgRetryJitter, strconv.FormatFloat(cfg.Retry.Jitter, 'f', -1, 64), cfgIdemTTL, ms(cfg.IdempotencyTTL),
 			cfgTaskTTL, ms(cfg.TaskRetention), cfgResultTTL, ms(cfg.ResultRetention), cfgResultMax, cfg.ResultMaxBytes,
 			cfgDLQ, dlq, cfgDLQMaxLen, cfg.DeadLetterMaxLen, cfgVisibility, ms(cfg.VisibilityTimeout),
-			cfgReplicaAcks, cfg.ReplicaAcks, cfgReplicaAckTimeout, ms(cfg.ReplicaAckTimeout))
+			cfgReplicaAcks, cfg.ReplicaAcks, cfgReplicaAckTimeout, ms(cfg.ReplicaAckTimeout), cfgOnMismatch, string(onMismatch))
 		layout = p.HSetNX(ctx, k.config(), fieldLayout, b.minLayout)
 		sadd = p.SAdd(ctx, namespaceQueues(q.Namespace), q.Name)
 		for i, s := range k.streams() {
@@ -249,6 +253,7 @@ func (b *Broker) QueueConfig(ctx context.Context, q QueueRef) (QueueConfig, erro
 		ReplicaAcks:        int(i(cfgReplicaAcks)),
 		ReplicaAckTimeout:  d(cfgReplicaAckTimeout),
 		Flow:               flow,
+		OnMismatch:         cmp.Or(OnMismatch(m[cfgOnMismatch]), MismatchReplay),
 	}, nil
 }
 

@@ -25,22 +25,23 @@ import (
 type Code string
 
 const (
-	CodeInvalidTask           Code = "INVALID_TASK"            // 400
-	CodePayloadTooLarge       Code = "PAYLOAD_TOO_LARGE"       // 413
-	CodeIdempotencyInProgress Code = "IDEMPOTENCY_IN_PROGRESS" // 409, TaskID is the in-flight task
-	CodeQueueFull             Code = "QUEUE_FULL"              // 429, Depth and Limit set
-	CodeQueueNotFound         Code = "QUEUE_NOT_FOUND"         // 404, EnsureQueue never ran
-	CodeTaskNotFound          Code = "TASK_NOT_FOUND"          // 404
-	CodeTaskTerminal          Code = "TASK_TERMINAL"           // 410
-	CodeTaskConflict          Code = "TASK_CONFLICT"           // 409, e.g. requeue of a task that is not dead-lettered
-	CodeDLQEntryNotFound      Code = "DLQ_ENTRY_NOT_FOUND"     // 404
-	CodeConsumerBusy          Code = "CONSUMER_BUSY"           // a consumer with pending entries cannot be removed
-	CodeStaleExecution        Code = "STALE_EXECUTION"         // another worker took the task over; the call changed nothing
-	CodeEvictionPolicy        Code = "REDIS_EVICTION_POLICY"   // Redis may evict keys (maxmemory-policy is not noeviction)
-	CodeInvalidRequest        Code = "INVALID_REQUEST"         // 400, a malformed argument other than a task (e.g. a list's continue token)
-	CodeNotReplicated         Code = "NOT_REPLICATED"          // 503, Queue spec.durability: written on the master, too few replicas acknowledged it in time
-	CodeNotSubmitted          Code = "NOT_SUBMITTED"           // SubmitMany: an item the batch did not write because Redis failed (Err is the failure)
-	CodeWorkersBehind         Code = "WORKERS_BEHIND"          // EnsureQueue: flow control waits for live workers of an earlier layout (raiseForFlow)
+	CodeInvalidTask            Code = "INVALID_TASK"             // 400
+	CodePayloadTooLarge        Code = "PAYLOAD_TOO_LARGE"        // 413
+	CodeIdempotencyInProgress  Code = "IDEMPOTENCY_IN_PROGRESS"  // 409, TaskID is the in-flight task
+	CodeIdempotencyKeyMismatch Code = "IDEMPOTENCY_KEY_MISMATCH" // 422, TaskID is the task the key belongs to (a different request; the queue rejects mismatches)
+	CodeQueueFull              Code = "QUEUE_FULL"               // 429, Depth and Limit set
+	CodeQueueNotFound          Code = "QUEUE_NOT_FOUND"          // 404, EnsureQueue never ran
+	CodeTaskNotFound           Code = "TASK_NOT_FOUND"           // 404
+	CodeTaskTerminal           Code = "TASK_TERMINAL"            // 410
+	CodeTaskConflict           Code = "TASK_CONFLICT"            // 409, e.g. requeue of a task that is not dead-lettered
+	CodeDLQEntryNotFound       Code = "DLQ_ENTRY_NOT_FOUND"      // 404
+	CodeConsumerBusy           Code = "CONSUMER_BUSY"            // a consumer with pending entries cannot be removed
+	CodeStaleExecution         Code = "STALE_EXECUTION"          // another worker took the task over; the call changed nothing
+	CodeEvictionPolicy         Code = "REDIS_EVICTION_POLICY"    // Redis may evict keys (maxmemory-policy is not noeviction)
+	CodeInvalidRequest         Code = "INVALID_REQUEST"          // 400, a malformed argument other than a task (e.g. a list's continue token)
+	CodeNotReplicated          Code = "NOT_REPLICATED"           // 503, Queue spec.durability: written on the master, too few replicas acknowledged it in time
+	CodeNotSubmitted           Code = "NOT_SUBMITTED"            // SubmitMany: an item the batch did not write because Redis failed (Err is the failure)
+	CodeWorkersBehind          Code = "WORKERS_BEHIND"           // EnsureQueue: flow control waits for live workers of an earlier layout (raiseForFlow)
 )
 
 // Error is the engine's typed error. errors.Is(err, ErrQueueFull) and friends
@@ -48,11 +49,15 @@ const (
 type Error struct {
 	Code    Code
 	Message string
-	TaskID  string // IDEMPOTENCY_IN_PROGRESS: the in-flight task
-	Depth   int64  // QUEUE_FULL
-	Limit   int64  // QUEUE_FULL, PAYLOAD_TOO_LARGE
-	Field   string // INVALID_TASK: the field at fault, as the HTTP API names it ("" unknown)
-	Err     error  // NOT_SUBMITTED: the failure that stopped the batch; NOT_REPLICATED: WAIT's error, if it failed
+	TaskID  string // IDEMPOTENCY_IN_PROGRESS: the in-flight task; IDEMPOTENCY_KEY_MISMATCH: the key's task
+	// RequestMatches (IDEMPOTENCY_IN_PROGRESS) says whether this request
+	// matched the in-flight task's (fingerprint.go); nil when that task has
+	// no fingerprint (submitted by an older release).
+	RequestMatches *bool
+	Depth          int64  // QUEUE_FULL
+	Limit          int64  // QUEUE_FULL, PAYLOAD_TOO_LARGE
+	Field          string // INVALID_TASK: the field at fault, as the HTTP API names it ("" unknown)
+	Err            error  // NOT_SUBMITTED: the failure that stopped the batch; NOT_REPLICATED: WAIT's error, if it failed
 }
 
 func (e *Error) Error() string {
@@ -73,21 +78,22 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels for errors.Is.
 var (
-	ErrInvalidTask           = &Error{Code: CodeInvalidTask}
-	ErrPayloadTooLarge       = &Error{Code: CodePayloadTooLarge}
-	ErrIdempotencyInProgress = &Error{Code: CodeIdempotencyInProgress}
-	ErrQueueFull             = &Error{Code: CodeQueueFull}
-	ErrQueueNotFound         = &Error{Code: CodeQueueNotFound}
-	ErrTaskNotFound          = &Error{Code: CodeTaskNotFound}
-	ErrTaskTerminal          = &Error{Code: CodeTaskTerminal}
-	ErrTaskConflict          = &Error{Code: CodeTaskConflict}
-	ErrDLQEntryNotFound      = &Error{Code: CodeDLQEntryNotFound}
-	ErrConsumerBusy          = &Error{Code: CodeConsumerBusy}
-	ErrStaleExecution        = &Error{Code: CodeStaleExecution}
-	ErrEvictionPolicy        = &Error{Code: CodeEvictionPolicy}
-	ErrInvalidRequest        = &Error{Code: CodeInvalidRequest}
-	ErrNotReplicated         = &Error{Code: CodeNotReplicated}
-	ErrNotSubmitted          = &Error{Code: CodeNotSubmitted}
+	ErrInvalidTask            = &Error{Code: CodeInvalidTask}
+	ErrPayloadTooLarge        = &Error{Code: CodePayloadTooLarge}
+	ErrIdempotencyInProgress  = &Error{Code: CodeIdempotencyInProgress}
+	ErrIdempotencyKeyMismatch = &Error{Code: CodeIdempotencyKeyMismatch}
+	ErrQueueFull              = &Error{Code: CodeQueueFull}
+	ErrQueueNotFound          = &Error{Code: CodeQueueNotFound}
+	ErrTaskNotFound           = &Error{Code: CodeTaskNotFound}
+	ErrTaskTerminal           = &Error{Code: CodeTaskTerminal}
+	ErrTaskConflict           = &Error{Code: CodeTaskConflict}
+	ErrDLQEntryNotFound       = &Error{Code: CodeDLQEntryNotFound}
+	ErrConsumerBusy           = &Error{Code: CodeConsumerBusy}
+	ErrStaleExecution         = &Error{Code: CodeStaleExecution}
+	ErrEvictionPolicy         = &Error{Code: CodeEvictionPolicy}
+	ErrInvalidRequest         = &Error{Code: CodeInvalidRequest}
+	ErrNotReplicated          = &Error{Code: CodeNotReplicated}
+	ErrNotSubmitted           = &Error{Code: CodeNotSubmitted}
 )
 
 // CodeOf returns the code of an engine error, or "" for any other error.

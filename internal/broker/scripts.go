@@ -423,6 +423,13 @@ func batchBody(width int, body string) string {
 // meta           -> metadata object ("" none)
 // trace          -> W3C traceparent ("" none; stored as the task's trace field)
 // fkey           -> flow key ("" none; stored as fk)
+// fp             -> request fingerprint (fingerprint.go; "" without a key; stored as fp)
+//
+// A keyed item whose record names a live task compares its fp with that
+// task's: "1" matched, "0" did not, "" when either has none (a task of an
+// older release). On a queue whose config has idem_mismatch "reject", a "0"
+// is refused ("mismatch") before the replay or in-progress answer; otherwise
+// the match rides in the answer.
 //
 // On a flow-controlled queue (the config's flow field is set) a queued task
 // goes to its key's list instead of its band stream (fc_enqueue), and every
@@ -435,8 +442,10 @@ func batchBody(width int, body string) string {
 // {"ok", {item reply}...} with one reply per item, one of
 //
 //	{"toolarge", limit}
-//	{"dup", task id, HGETALL task, result|false}   same ID exists, or a replay of a completed/failed record
-//	{"busy", task id}                              record processing
+//	{"dup", task id, HGETALL task, result|false}   same ID exists
+//	{"dup", task id, HGETALL task, result|false, match}  a replay of a completed/failed record
+//	{"busy", task id, match}                       record processing
+//	{"mismatch", task id}                          match "0" on a queue that rejects mismatches; nothing written but the count
 //	{"full", depth, limit}                         nothing written but the count
 //	{"new", state, max attempts, timeout ms}       also to a second send of this call (see below)
 //	{"err", message}                               a Redis error in this item only
@@ -466,8 +475,9 @@ local ITEM = "`+packFormat(submitItemFields)+`"
 local function record(id, state, nowtxt)
   return '{"task_id":"' .. id .. '","state":"' .. state .. '","updated_at":"' .. nowtxt .. '"}'
 end
-local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms", "flow")
+local cfg = redis.call("HMGET", KEYS[1], "max_depth", "max_payload", "max_attempts", "timeout_ms", "flow", "idem_mismatch")
 if not cfg[1] then return {"notfound"} end
+local rejectMismatch = cfg[6] == "reject"
 local maxDepth, maxPayload = tonumber(cfg[1]), tonumber(cfg[2])
 local F = flow_parse(cfg[5]) -- flow control: queued tasks go to their key lists
 local now, nowms, nowtxt = ARGV[2], tonumber(ARGV[2]), ARGV[3]
@@ -486,7 +496,7 @@ end
 
 local function submit(tk, rk, a)
   local item = unpack(ARGV, a, a + W - 1)
-  local _, id, ikey, size, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, typ, payload, meta, trace, fkey =
+  local _, id, ikey, size, prio, maxAttempts, timeout, notBefore, expires, chosen, fromCR, typ, payload, meta, trace, fkey, fp =
     struct.unpack(ITEM, item)
   if tonumber(size) > maxPayload then return {"toolarge", cfg[2]}, "refused:PAYLOAD_TOO_LARGE" end
   if (chosen == "1" or ikey == "") and redis.call("EXISTS", tk) == 1 then
@@ -504,9 +514,14 @@ local function submit(tk, rk, a)
       if ok and type(rec) == "table" and rec.task_id == id and chosen == "0" and redis.call("EXISTS", tk) == 1 then
         return resent(tk, notBefore)
       end
-      if ok and type(rec) == "table" and type(rec.task_id) == "string" and redis.call("EXISTS", k_task(rec.task_id)) == 1 then
-        if rec.state == "processing" then return {"busy", rec.task_id}, "refused:IDEMPOTENCY_IN_PROGRESS" end
-        return {"dup", rec.task_id, redis.call("HGETALL", k_task(rec.task_id)), redis.call("GET", k_result(rec.task_id))}, "duplicate"
+      -- The record's task: its state says it exists (every task hash has one).
+      local orig = ok and type(rec) == "table" and type(rec.task_id) == "string" and redis.call("HMGET", k_task(rec.task_id), "state", "fp")
+      if orig and orig[1] then
+        local match = ""
+        if fp ~= "" and orig[2] then match = orig[2] == fp and "1" or "0" end
+        if match == "0" and rejectMismatch then return {"mismatch", rec.task_id}, "refused:IDEMPOTENCY_KEY_MISMATCH" end
+        if rec.state == "processing" then return {"busy", rec.task_id, match}, "refused:IDEMPOTENCY_IN_PROGRESS" end
+        return {"dup", rec.task_id, redis.call("HGETALL", k_task(rec.task_id)), redis.call("GET", k_result(rec.task_id)), match}, "duplicate"
       end
       -- stale: its task is gone, so this is new work, and the key is this task's
       redis.call("SET", rk, record(id, "processing", nowtxt))
@@ -548,6 +563,7 @@ local function submit(tk, rk, a)
   if meta ~= "" then f[#f + 1] = "meta"; f[#f + 1] = meta end
   if trace ~= "" then f[#f + 1] = "trace"; f[#f + 1] = trace end
   if fkey ~= "" then f[#f + 1] = "fk"; f[#f + 1] = fkey end
+  if fp ~= "" then f[#f + 1] = "fp"; f[#f + 1] = fp end
   if F then f[#f + 1] = "fq"; f[#f + 1] = "1" end
   if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg elseif avail ~= now then f[#f + 1] = "available_at"; f[#f + 1] = avail end
   redis.call("HSET", tk, unpack(f))

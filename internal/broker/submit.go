@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/ptr"
 
 	"github.com/dtq-dev/dtq/internal/tracing"
 )
@@ -184,11 +185,17 @@ func prepare(req SubmitRequest) (submitItem, error) {
 	if err != nil {
 		return submitItem{}, err
 	}
+	var fp string
+	if req.IdempotencyKey != "" {
+		if fp, err = fingerprint(req.Type, payload); err != nil {
+			return submitItem{}, err
+		}
+	}
 	chosenID := "1"
 	if req.ID == "" {
 		req.ID, chosenID = NewTaskID(), "0"
 	}
-	return submitItem{req: req, payload: payload, meta: meta, chosenID: chosenID}, nil
+	return submitItem{req: req, payload: payload, meta: meta, chosenID: chosenID, fp: fp}, nil
 }
 
 // SubmitMany submits reqs in order, each with exactly the result Submit would
@@ -318,14 +325,15 @@ func notSubmitted(cause error) error {
 }
 
 // submitItem is one Submit in a batch: the validated request, its compact
-// payload and metadata, and the W3C traceparent stored with the task ("" for
-// none).
+// payload and metadata, the W3C traceparent stored with the task ("" for
+// none), and the request fingerprint of a keyed request ("" without a key).
 type submitItem struct {
 	req      SubmitRequest
 	payload  []byte
 	meta     []byte
 	chosenID string
 	trace    string
+	fp       string
 }
 
 // submitBatch runs submitBatchScript for items and maps each item's reply.
@@ -354,7 +362,7 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 		}
 		keys = append(keys, k.task(r.ID), idemKey)
 		args = append(args, packItem(r.ID, r.IdempotencyKey, len(it.payload), r.Priority, r.MaxAttempts, r.Timeout.Milliseconds(),
-			notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, r.Type, it.payload, it.meta, it.trace, r.FlowKey))
+			notBefore[i], msOrZero(r.ExpiresAt), it.chosenID, fromCR, r.Type, it.payload, it.meta, it.trace, r.FlowKey, it.fp))
 	}
 	sc, err := b.writer(ctx, q)
 	if err != nil {
@@ -374,16 +382,17 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 }
 
 // submitItemFields is the number of fields of a packed submit item (packItem).
-const submitItemFields = 15
+const submitItemFields = 16
 
 // packItem packs one item of submitBatchScript, its fields in the order the
 // script unpacks them (see the script's ARGV).
 func packItem(id, ikey string, size, prio, maxAttempts int, timeoutMS, notBefore, expires int64, chosen, fromCR, typ string,
-	payload, meta []byte, trace, flowKey string) []byte {
+	payload, meta []byte, trace, flowKey, fp string) []byte {
 	n := func(v int64) []byte { return strconv.AppendInt(nil, v, 10) }
 	//nolint:staticcheck // ST1023: [...] against the declared width: a missing or extra field does not compile
 	var f [submitItemFields][]byte = [...][]byte{[]byte(id), []byte(ikey), n(int64(size)), n(int64(prio)), n(int64(maxAttempts)),
-		n(timeoutMS), n(notBefore), n(expires), []byte(chosen), []byte(fromCR), []byte(typ), payload, meta, []byte(trace), []byte(flowKey)}
+		n(timeoutMS), n(notBefore), n(expires), []byte(chosen), []byte(fromCR), []byte(typ), payload, meta, []byte(trace), []byte(flowKey),
+		[]byte(fp)}
 	return pack(nil, f[:]...)
 }
 
@@ -411,11 +420,19 @@ func submitReply(q QueueRef, it submitItem, now, notBefore int64, v []any) (Subm
 		}
 		return SubmitResult{Task: t}, nil
 	case "dup":
-		return SubmitResult{Task: withResult(taskFromHash(q, hashMap(v[2])), v[3]), Duplicate: true}, nil
+		return SubmitResult{Task: withResult(taskFromHash(q, hashMap(v[2])), v[3]), Duplicate: true,
+			RequestMatches: requestMatches(v, 4)}, nil
 	case "busy":
+		id, matches := str(v[1]), requestMatches(v, 2)
+		msg := fmt.Sprintf("a task with this idempotency key is in progress (task %s)", id)
+		if matches != nil && !*matches {
+			msg += ", submitted with a different type or payload"
+		}
+		return SubmitResult{}, &Error{Code: CodeIdempotencyInProgress, TaskID: id, RequestMatches: matches, Message: msg}
+	case "mismatch":
 		id := str(v[1])
-		return SubmitResult{}, &Error{Code: CodeIdempotencyInProgress, TaskID: id,
-			Message: fmt.Sprintf("a task with this idempotency key is in progress (task %s)", id)}
+		return SubmitResult{}, &Error{Code: CodeIdempotencyKeyMismatch, TaskID: id,
+			Message: fmt.Sprintf("idempotency key %q belongs to task %s, submitted with a different type or payload", req.IdempotencyKey, id)}
 	case "full":
 		depth, _ := strconv.ParseInt(str(v[1]), 10, 64)
 		limit, _ := strconv.ParseInt(str(v[2]), 10, 64)
@@ -427,4 +444,13 @@ func submitReply(q QueueRef, it submitItem, now, notBefore int64, v []any) (Subm
 			Message: fmt.Sprintf("payload is %d bytes, limit %d", len(it.payload), limit)}
 	}
 	return SubmitResult{}, fmt.Errorf("unexpected reply %v", v)
+}
+
+// requestMatches reads the match field v[i] of a "dup" or "busy" reply: "1"
+// matched, "0" did not, "" or absent (a duplicate by ID) nothing to compare.
+func requestMatches(v []any, i int) *bool {
+	if i >= len(v) || str(v[i]) == "" {
+		return nil
+	}
+	return ptr.To(str(v[i]) == "1")
 }

@@ -55,7 +55,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, q broker.QueueRe
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, apiconv.SubmitStatus(res.Duplicate), apiconv.Task(res.Task, res.Duplicate))
+	writeJSON(w, apiconv.SubmitStatus(res.Duplicate), apiconv.Submitted(res))
 }
 
 // submitBatch submits up to MaxBatch tasks in order, each with exactly the

@@ -113,6 +113,10 @@ func (w *QueueWrapper) IdempotencyTTL(d time.Duration) *QueueWrapper {
 	w.Spec.IdempotencyTTL = dtqv1alpha1.NewDuration(d)
 	return w
 }
+func (w *QueueWrapper) OnMismatch(p dtqv1alpha1.IdempotencyMismatchPolicy) *QueueWrapper {
+	w.Spec.Idempotency.OnMismatch = p
+	return w
+}
 func (w *QueueWrapper) RetryDelays(base, max time.Duration) *QueueWrapper {
 	w.Spec.Retry.BaseDelay = dtqv1alpha1.NewDuration(base)
 	w.Spec.Retry.MaxDelay = dtqv1alpha1.NewDuration(max)

@@ -34,9 +34,12 @@ var _ Producer = (*Queue)(nil)
 // Submit submits a task: payload is encoded as JSON (see NewSubmitRequest).
 // It returns the new task, or with Duplicate set the existing task that an
 // idempotency key mapped the submission to (its result included while
-// retained). ErrIdempotencyInProgress (TaskID: the task in progress),
-// ErrQueueFull (RetryAfter), ErrPayloadTooLarge, ErrInvalidTask and
-// ErrQueueNotFound are the usual refusals.
+// retained) and RequestMatches saying whether this submission's type and
+// payload are the original's. ErrIdempotencyInProgress (TaskID: the task in
+// progress; RequestMatches), ErrIdempotencyKeyMismatch (TaskID: the key's
+// task, another request, on a Queue that rejects such reuse), ErrQueueFull
+// (RetryAfter), ErrPayloadTooLarge, ErrInvalidTask and ErrQueueNotFound are
+// the usual refusals.
 func (q *Queue) Submit(ctx context.Context, taskType string, payload any, opts ...SubmitOption) (*Task, error) {
 	req, err := NewSubmitRequest(taskType, payload, opts...)
 	if err != nil {

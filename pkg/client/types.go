@@ -123,6 +123,11 @@ type Task struct {
 	ResultTruncated bool            `json:"result_truncated,omitempty"`
 	// Duplicate is true when a submission replayed an existing task.
 	Duplicate bool `json:"duplicate"`
+	// RequestMatches, on a replay found by its idempotency key, says whether
+	// this submission's task type and payload (canonical JSON) are the
+	// original's. Nil on other answers, and when the original has no
+	// fingerprint (submitted by an older release).
+	RequestMatches *bool `json:"request_matches,omitempty"`
 }
 
 // Execution describes the latest attempt.

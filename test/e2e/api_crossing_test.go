@@ -33,6 +33,8 @@ import (
 // logical task, in both orders: the API answers with the CR's task (409 while
 // it runs, a 200 replay once done), and a CR created after an API submission
 // mirrors the API's task. The counter handler counts each logical task once.
+// The payload, sent as JSON by the Go client and as a Task's spec.payload,
+// is the same request both ways (request_matches, requestMatches).
 func TestOneLogicalTaskAcrossInterfaces(t *testing.T) {
 	ns := single.namespace(t, "api-crossing")
 	apiQueue(t, ns, "q", nil)
@@ -64,8 +66,9 @@ func TestOneLogicalTaskAcrossInterfaces(t *testing.T) {
 		}
 		single.waitTerminal(t, ns, "crossing", 1, time.Minute)
 		replay, err := q.Submit(ctx, demo.Counter, payload, dtqclient.IdempotencyKey("cr-first"))
-		if err != nil || !replay.Duplicate || replay.TaskID != taskID || replay.Status != dtqclient.StatusSucceeded {
-			t.Fatalf("API submission of the CR's key once done: %+v %v, want a replay of %s", replay, err, taskID)
+		if err != nil || !replay.Duplicate || replay.TaskID != taskID || replay.Status != dtqclient.StatusSucceeded ||
+			replay.RequestMatches == nil || !*replay.RequestMatches {
+			t.Fatalf("API submission of the CR's key once done: %+v %v, want a replay of %s, the request matching", replay, err, taskID)
 		}
 		if n := single.counter(t, ns, payload.Name); n != 1 {
 			t.Fatalf("the counter ran %d times", n)
@@ -81,7 +84,7 @@ func TestOneLogicalTaskAcrossInterfaces(t *testing.T) {
 		got := single.waitTerminal(t, ns, "crossing-api", 1, time.Minute)["api-first"]
 		st := got.Status
 		if st.State != dtqv1alpha1.TaskSucceeded || st.Idempotency == nil || !st.Idempotency.Duplicate ||
-			st.Idempotency.TaskID != sub.TaskID {
+			st.Idempotency.TaskID != sub.TaskID || st.Idempotency.RequestMatches == nil || !*st.Idempotency.RequestMatches {
 			t.Fatalf("the CR does not mirror the API's task %s: %s", sub.TaskID, describe(got))
 		}
 		done, err := q.Get(ctx, sub.TaskID)

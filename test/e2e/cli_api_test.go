@@ -162,8 +162,10 @@ func testCLISubmitViaAPI(t *testing.T) {
 	if result.String() != `{"via":"api"}` || done.IdempotencyKey != "api-1" || done.Attempt != 1 {
 		t.Errorf("task %s: want the echo's result, key api-1, attempt 1: %+v", id, done)
 	}
-	want(t, "submit the key again", dtq(t, ns, "submit", "--via-api", "--queue", "q", "--type", demo.Echo, "--key", "api-1"), 0,
+	want(t, "submit the key again", dtq(t, ns, "submit", "--via-api", "--queue", "q", "--type", demo.Echo, "--payload", `{"via":"api"}`, "--key", "api-1"), 0,
 		`^`+id+` is a duplicate of the key's task \(Succeeded\)\n$`, `^$`)
+	want(t, "submit the key again without the payload", dtq(t, ns, "submit", "--via-api", "--queue", "q", "--type", demo.Echo, "--key", "api-1"), 0,
+		`^`+id+` is a duplicate of the key's task \(Succeeded\), which was submitted with another type or payload: this submission's payload does not run\n$`, `^$`)
 	want(t, "submit --via-api -f", dtq(t, ns, "submit", "--via-api", "-f", "x.yaml"), 1, `^$`, `--via-api submits from the flags`)
 	want(t, "submit --via-api, bad payload", dtq(t, ns, "submit", "--via-api", "--queue", "q", "--type", "echo", "--payload", "[1]"), 1,
 		`^$`, `--payload must be a JSON object`)

@@ -139,18 +139,19 @@ func TestMetricsAfterBurst(t *testing.T) {
 		"dtq_queue_workers_ready{queue=q}":       1,
 		// 20 echo, 3 fail, 2 flaky, cancelled, expired, 5 waiting; not the
 		// one refused, nor the replays.
-		"dtq_queue_submissions_total{queue=q,result=accepted}":                      32,
-		"dtq_queue_submissions_total{queue=q,result=duplicate}":                     2,
-		"dtq_queue_submissions_refused_total{code=PAYLOAD_TOO_LARGE,queue=q}":       1,
-		"dtq_queue_submissions_refused_total{code=IDEMPOTENCY_IN_PROGRESS,queue=q}": 0,
-		"dtq_queue_submissions_refused_total{code=QUEUE_FULL,queue=q}":              0,
-		"dtq_queue_tasks_finished_total{queue=q,state=Succeeded}":                   22,
-		"dtq_queue_tasks_finished_total{queue=q,state=DeadLettered}":                3,
-		"dtq_queue_tasks_finished_total{queue=q,state=Cancelled}":                   1,
-		"dtq_queue_tasks_finished_total{queue=q,state=Expired}":                     1,
-		"dtq_queue_tasks_finished_total{queue=q,state=Failed}":                      0,
-		"dtq_queue_retries_total{queue=q}":                                          2,
-		"dtq_queue_redeliveries_total{queue=q}":                                     0,
+		"dtq_queue_submissions_total{queue=q,result=accepted}":                       32,
+		"dtq_queue_submissions_total{queue=q,result=duplicate}":                      2,
+		"dtq_queue_submissions_refused_total{code=PAYLOAD_TOO_LARGE,queue=q}":        1,
+		"dtq_queue_submissions_refused_total{code=IDEMPOTENCY_IN_PROGRESS,queue=q}":  0,
+		"dtq_queue_submissions_refused_total{code=IDEMPOTENCY_KEY_MISMATCH,queue=q}": 0,
+		"dtq_queue_submissions_refused_total{code=QUEUE_FULL,queue=q}":               0,
+		"dtq_queue_tasks_finished_total{queue=q,state=Succeeded}":                    22,
+		"dtq_queue_tasks_finished_total{queue=q,state=DeadLettered}":                 3,
+		"dtq_queue_tasks_finished_total{queue=q,state=Cancelled}":                    1,
+		"dtq_queue_tasks_finished_total{queue=q,state=Expired}":                      1,
+		"dtq_queue_tasks_finished_total{queue=q,state=Failed}":                       0,
+		"dtq_queue_retries_total{queue=q}":                                           2,
+		"dtq_queue_redeliveries_total{queue=q}":                                      0,
 	}
 	for p := range 10 {
 		want[fmt.Sprintf("dtq_queue_queued_tasks{priority=%d,queue=q}", p)] = map[int]float64{7: 3, 2: 2}[p]

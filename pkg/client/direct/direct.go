@@ -74,7 +74,7 @@ func (q *Queue) Submit(ctx context.Context, taskType string, payload any, opts .
 	if err != nil {
 		return nil, apiconv.Error(apiconv.WithContext(ctx, err))
 	}
-	t := apiconv.Task(res.Task, res.Duplicate)
+	t := apiconv.Submitted(res)
 	return &t, nil
 }
 
