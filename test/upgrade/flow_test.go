@@ -52,17 +52,14 @@ const (
 
 // flowControl is the flow step: an operator applies spec.flowControl to
 // Queue upgrade/q while a worker of the previous release (s.straggler)
-// still serves it. The raise to layout 2 must be refused (the Queue Ready
-// False, reason WorkersBehind, naming that worker; nothing raised, no limit
-// written) while the queue keeps working; once that worker is rolled, flow
-// control must apply (queue and global records at layout 2) and tasks of a
-// flow key must run under its limit. Then the previous release's binaries
-// must refuse this Redis (previousRefuses).
+// still serves it. The raise to layout 2 must be refused while the queue
+// keeps working (flowRefused); once that worker is rolled, flow control must
+// apply (flowApplied) and tasks of a flow key must run under its limit
+// (checkSerial). Then the previous release's binaries must refuse this Redis
+// (previousRefuses).
 func (s *suite) flowControl() {
 	t := s.t
-	ctx := t.Context()
 	ref := broker.QueueRef{Namespace: nsChaos, Name: queue}
-	b := broker.New(s.rdb)
 	if p := s.workerPod(nsChaos, s.straggler); p.Bin != s.old.worker || !s.registered(ref, s.straggler, 1) {
 		t.Fatalf("flow: pod %s/%s runs %q, registered at layout 1: %v; want the previous release's worker registered",
 			nsChaos, s.straggler, p.Bin, s.registered(ref, s.straggler, 1))
@@ -70,17 +67,31 @@ func (s *suite) flowControl() {
 	inert := s.flowTasks("inert", flowKeyInert, 0.2)
 
 	q := &dtqv1alpha1.Queue{}
-	must(t, s.stack.Client.Get(ctx, client.ObjectKey{Namespace: nsChaos, Name: queue}, q))
+	must(t, s.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: nsChaos, Name: queue}, q))
 	base := client.MergeFrom(q.DeepCopy())
 	q.Spec.FlowControl = &dtqv1alpha1.FlowControl{
 		MaxConcurrency: ptr.To[int32](1000), // never binds: the load runs as before
 		Overrides:      []dtqv1alpha1.KeyOverride{{Key: flowKeySerial, Concurrency: ptr.To[int32](1)}},
 	}
-	must(t, s.stack.Client.Patch(ctx, q, base))
+	must(t, s.stack.Client.Patch(t.Context(), q, base))
 	s.logf("flow: applied spec.flowControl to Queue %s/%s (generation %d) while pod %s runs %s's worker", nsChaos, queue,
 		q.Generation, s.straggler, s.old.name)
 
-	// Refused beside the straggler.
+	s.flowRefused(q)
+	s.swapPod(nsChaos, s.straggler, s.cur.worker) // the rollout ends
+	s.straggler = ""
+	s.flowApplied(q)
+	s.checkSerial(s.flowTasks("serial", flowKeySerial, serialHold))
+	s.awaitTasks(inert)
+	s.previousRefuses()
+}
+
+// flowRefused checks that flow control waits for s.straggler: the Queue's
+// Ready condition False, reason WorkersBehind, naming it; both layout
+// records at 1 and no limit written; and 3 s later (the load running on the
+// queue, old and new workers side by side) the straggler still serving.
+func (s *suite) flowRefused(q *dtqv1alpha1.Queue) {
+	t := s.t
 	ready, err := s.awaitReady(q, func(c *metav1.Condition) error {
 		if c.Status != metav1.ConditionFalse || c.Reason != dtqv1alpha1.ReasonWorkersBehind || !strings.Contains(c.Message, s.straggler) {
 			return fmt.Errorf("Ready %s %s %q, want False %s naming %s", c.Status, c.Reason, c.Message, dtqv1alpha1.ReasonWorkersBehind, s.straggler)
@@ -93,31 +104,34 @@ func (s *suite) flowControl() {
 		s.logf("flow: refused: Ready False %s: %s", ready.Reason, ready.Message)
 	}
 	s.checkLayouts("beside the previous release's worker", 1, 1, false)
-	time.Sleep(3 * time.Second) // the load runs on the refused queue, old and new workers side by side
+	time.Sleep(3 * time.Second)
+	ref := broker.QueueRef{Namespace: nsChaos, Name: queue}
 	if p := s.workerPod(nsChaos, s.straggler); p.Bin != s.old.worker || !p.Ready || !s.registered(ref, s.straggler, 1) {
 		t.Errorf("flow: after the refusal pod %s/%s runs %s, ready %v, registered at layout 1 %v: the previous release's worker "+
 			"must keep serving the queue", nsChaos, s.straggler, p.Bin, p.Ready, s.registered(ref, s.straggler, 1))
 	}
 	s.checkLayouts("still beside the previous release's worker", 1, 1, false)
+}
 
-	// The rollout ends: flow control applies.
-	s.swapPod(nsChaos, s.straggler, s.cur.worker)
-	s.straggler = ""
+// flowApplied checks that flow control applies once every worker of the
+// queue is of this commit: the Queue Ready, both layout records at 2 and the
+// limits written.
+func (s *suite) flowApplied(q *dtqv1alpha1.Queue) {
+	ref := broker.QueueRef{Namespace: nsChaos, Name: queue}
+	b := broker.New(s.rdb)
 	if _, err := s.awaitReady(q, func(c *metav1.Condition) error {
 		if c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("Ready %s %s %q", c.Status, c.Reason, c.Message)
 		}
-		if n, err := b.QueueLayout(ctx, ref); err != nil || n != broker.LayoutFlowControl {
-			return fmt.Errorf("queue layout %d (%v)", n, err)
+		n, err := b.QueueLayout(s.t.Context(), ref)
+		if err == nil && n != broker.LayoutFlowControl {
+			err = fmt.Errorf("queue layout %d", n)
 		}
-		return nil
+		return err
 	}); err != nil {
-		t.Errorf("flow: flow control did not apply once every worker was of this commit: %v", err)
+		s.t.Errorf("flow: flow control did not apply once every worker was of this commit: %v", err)
 	}
 	s.checkLayouts("once every worker is of this commit", broker.LayoutFlowControl, broker.LayoutFlowControl, true)
-	s.checkSerial(s.flowTasks("serial", flowKeySerial, serialHold))
-	s.awaitTasks(inert)
-	s.previousRefuses()
 }
 
 // registered reports whether worker id is registered (live) on q, reading
