@@ -351,18 +351,19 @@ func (s *suite) run(p phase, first bool) {
 // swapWorkers makes the stand-in kubelet start bin for workers and delivery
 // sidecars, then SIGKILLs the worker (or sidecar) process of each pod of
 // both Queues in turn, waiting for each to run bin and be ready: a rolling
-// update whose old pods die mid-task. With leaveOne, the last pod of Queue
-// upgrade/q keeps its worker (s.straggler): a rollout not finished yet.
+// update whose old pods die mid-task. With leaveOne, Queue upgrade/q first
+// gets a third pod, which keeps the worker it starts with (s.straggler): a
+// rollout not finished yet. (A third pod rather than one of the two, so
+// that the tasks placed to cross the swaps run on pods this step kills,
+// wherever they were delivered.)
 func (s *suite) swapWorkers(bin string, leaveOne bool) {
+	if leaveOne {
+		s.addStraggler()
+	}
 	s.stack.SetWorkerBin(bin)
 	for _, ns := range []string{nsChaos, nsHTTP} {
-		pods := s.workerPods(ns, false)
-		if leaveOne && ns == nsChaos {
-			s.straggler = pods[len(pods)-1].Name
-			pods = pods[:len(pods)-1]
-		}
-		for _, p := range pods {
-			if p.Bin != bin {
+		for _, p := range s.workerPods(ns, false) {
+			if p.Bin != bin && p.Name != s.straggler {
 				s.swapPod(ns, p.Name, bin)
 			}
 		}
@@ -370,6 +371,32 @@ func (s *suite) swapWorkers(bin string, leaveOne bool) {
 	if s.straggler != "" {
 		s.logf("workers: pod %s/%s left on %s's worker", nsChaos, s.straggler, s.releaseOf(s.workerPod(nsChaos, s.straggler).Bin))
 	}
+}
+
+// addStraggler scales Queue upgrade/q to three workers and waits until the
+// new pod is ready; it becomes s.straggler.
+func (s *suite) addStraggler() {
+	t := s.t
+	before := map[string]bool{}
+	for _, p := range s.workerPods(nsChaos, false) {
+		before[p.Name] = true
+	}
+	q := &dtqv1alpha1.Queue{}
+	must(t, s.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: nsChaos, Name: queue}, q))
+	base := client.MergeFrom(q.DeepCopy())
+	q.Spec.Scaling.MinReplicas, q.Spec.Scaling.MaxReplicas = ptr.To[int32](3), 3
+	must(t, s.stack.Client.Patch(t.Context(), q, base))
+	must(t, poll(t.Context(), time.Minute, func() error {
+		for _, p := range s.workerPods(nsChaos, true) {
+			if !before[p.Name] {
+				s.straggler = p.Name
+				return nil
+			}
+		}
+		return fmt.Errorf("Queue %s/%s has no third ready worker pod yet", nsChaos, queue)
+	}))
+	s.logf("workers: Queue %s/%s scaled to three pods; the new one, %s, runs %s", nsChaos, queue, s.straggler,
+		s.releaseOf(s.workerPod(nsChaos, s.straggler).Bin))
 }
 
 // swapPod SIGKILLs the worker (or sidecar) process of pod ns/name and waits
