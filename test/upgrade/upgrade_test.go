@@ -22,8 +22,8 @@ limitations under the License.
 // replaced by this commit's one at a time, killed with SIGKILL, in the worst
 // orders (workers first; the API first; the manager last), with a downgrade
 // back to the previous release between the two upgrades. The second upgrade
-// leaves one worker of the previous release on Queue upgrade/q and then
-// turns on flow control there (Redis layout 2): the raise must wait for that
+// leaves a third pod of Queue upgrade/q on the previous release's worker and
+// then turns on flow control there (Redis layout 2): the raise must wait for that
 // worker (WorkersBehind), flow control must apply once it is gone, and the
 // previous release's binaries must then refuse this Redis. The fault suite's
 // checker (internal/testutil/chaoscheck) counts every logical task from the
@@ -32,8 +32,9 @@ limitations under the License.
 // valid under each release's CRDs and be reconciled by this commit's manager.
 //
 // It builds what it runs and fails, never skips, when something is missing.
-// DTQ_UPGRADE_PLANT=<plant> builds a deliberate layout incompatibility into
-// this commit's binaries to see it fail (plants in release_test.go).
+// DTQ_UPGRADE_PLANT=<plant> builds a deliberate layout incompatibility, or a
+// breach of the layout's guard, into this commit's binaries to see it fail
+// (plants in release_test.go).
 package upgrade
 
 import (
