@@ -206,9 +206,8 @@ func (s *suite) flowTasks(name, fk string, hold float64) []flowTask {
 }
 
 // awaitTasks waits (two minutes) until every task of tasks has Succeeded, by
-// the engine's state read through the API; wait is called on each API
-// task's read meanwhile.
-func (s *suite) awaitTasks(tasks []flowTask, wait ...func(*dtqclient.Task)) {
+// the engine's state read through the API; each read is also passed to seen.
+func (s *suite) awaitTasks(tasks []flowTask, seen ...func(*dtqclient.Task)) {
 	err := poll(s.t.Context(), 2*time.Minute, func() error {
 		left := 0
 		for _, ft := range tasks {
@@ -223,7 +222,7 @@ func (s *suite) awaitTasks(tasks []flowTask, wait ...func(*dtqclient.Task)) {
 				left++
 			}
 			if err == nil {
-				for _, f := range wait {
+				for _, f := range seen {
 					f(got)
 				}
 			}
@@ -243,13 +242,10 @@ func (s *suite) awaitTasks(tasks []flowTask, wait ...func(*dtqclient.Task)) {
 // serialHold after the one before it, and some task was seen waiting, its
 // wait reason naming the key.
 func (s *suite) checkSerial(tasks []flowTask) {
-	var mu sync.Mutex
 	reasons := map[string]bool{}
 	s.awaitTasks(tasks, func(task *dtqclient.Task) {
 		if task.WaitReason != "" {
-			mu.Lock()
 			reasons[task.WaitReason] = true
-			mu.Unlock()
 		}
 	})
 	keys := map[string]bool{}
@@ -276,15 +272,18 @@ func (s *suite) checkSerial(tasks []flowTask) {
 			overlaps = append(overlaps, fmt.Sprintf("%s started %v after %s", runs[i].Key, d.Round(time.Millisecond), runs[i-1].Key))
 		}
 	}
-	if len(runs) < len(tasks) || len(overlaps) > 0 {
+	seen := slices.Sorted(maps.Keys(reasons))
+	waited := slices.ContainsFunc(seen, func(r string) bool { return strings.Contains(r, flowKeySerial) })
+	switch {
+	case len(runs) < len(tasks) || len(overlaps) > 0:
 		s.t.Errorf("flow: %d executions of the %d tasks of flow key %s (override concurrency 1, each holding %v); overlapping: %v",
 			len(runs), len(tasks), flowKeySerial, hold, overlaps)
-	}
-	seen := slices.Sorted(maps.Keys(reasons))
-	if !slices.ContainsFunc(seen, func(r string) bool { return strings.Contains(r, flowKeySerial) }) {
+	case !waited:
 		s.t.Errorf("flow: no task of flow key %s was seen waiting on its limit (wait reasons seen: %q)", flowKeySerial, seen)
+	default:
+		s.logf("flow: the %d tasks of flow key %s ran one at a time (%d executions); wait reasons seen: %q", len(tasks), flowKeySerial,
+			len(runs), seen)
 	}
-	s.logf("flow: the %d tasks of flow key %s ran one at a time (%d executions); wait reasons seen: %q", len(tasks), flowKeySerial, len(runs), seen)
 }
 
 // previousUser is the Redis ACL user the previous release's binaries log in
