@@ -50,6 +50,7 @@ const (
 	classDelay   = "delay"   // delayed to a later phase: Pending across the swaps
 	classLong    = "long"    // holding 25 s: Running when the workers die
 	classBacklog = "backlog" // a burst holding 1 s each: Queued when the workers die
+	classFlow    = "flow"    // with a flow key, around flow control's layout change (flow_test.go)
 )
 
 // chaosTask is a chaos Task CR of Queue <ns>/q for key.
@@ -143,6 +144,7 @@ type apiKey struct {
 	maxAttempts       int
 	priority          int // 0: the default
 	delay             time.Duration
+	flowKey           string // "": none
 	at                time.Time
 	answers           []answer
 }
@@ -260,6 +262,9 @@ func (l *apiLoad) submit(k *apiKey) {
 	}
 	if k.priority > 0 {
 		opts = append(opts, dtqclient.Priority(k.priority))
+	}
+	if k.flowKey != "" {
+		opts = append(opts, dtqclient.FlowKey(k.flowKey))
 	}
 	payload := demo.ChaosPayload{Key: k.key, HoldSeconds: k.hold}
 	deadline := time.Now().Add(2 * time.Minute)

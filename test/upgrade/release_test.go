@@ -169,7 +169,7 @@ func currentRelease(t *testing.T, root, dir string) release {
 type patch struct{ file, old, new string }
 
 // plants are deliberate incompatibilities with the previous release's Redis
-// layout, each built into this commit's binaries only when DTQ_UPGRADE_PLANT
+// layout or breaches of its guard, each built into this commit's binaries only when DTQ_UPGRADE_PLANT
 // names it, to show that the test fails (and what it reports) when an
 // upgrade would lose or repeat work. Nothing here is built otherwise.
 var plants = map[string][]patch{
@@ -190,6 +190,22 @@ var plants = map[string][]patch{
 	// is new work, run a second time.
 	"rename-idempotency": {
 		{"internal/broker/keys.go", `sufIdempotency = "idempotency:"`, `sufIdempotency = "idem:"`},
+	},
+	// A queue's layout raised without the check of its workers' layouts
+	// (RaiseQueueLayout, which flow control's raise goes through): flow
+	// control applies at once beside a worker of the previous release, which
+	// the raise then stops, instead of waiting until it is rolled.
+	"raise-beside-old-workers": {
+		{"internal/broker/layoutversion.go", `if ok, behind, err := b.WorkersReadLayout(ctx, q, n); err != nil || !ok {`,
+			`if _, behind, err := b.WorkersReadLayout(ctx, q, n); err != nil {`},
+		{"internal/broker/layoutversion.go", `if #behind > 1 then return behind end`, `if false then return behind end`},
+	},
+	// Flow control written without raising the queue's layout (EnsureQueue
+	// skips raiseForFlow): it applies at once beside a worker of the previous
+	// release, and nothing tells the previous release's binaries that they
+	// can no longer read this Redis.
+	"flow-without-layout": {
+		{"internal/broker/broker.go", `if cfg.Flow != nil {`, `if cfg.Flow != nil && false {`},
 	},
 }
 

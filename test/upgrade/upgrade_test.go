@@ -21,15 +21,20 @@ limitations under the License.
 // continuous load, with tasks in every state; then its components are
 // replaced by this commit's one at a time, killed with SIGKILL, in the worst
 // orders (workers first; the API first; the manager last), with a downgrade
-// back to the previous release between the two upgrades. The fault suite's
+// back to the previous release between the two upgrades. The second upgrade
+// leaves a third pod of Queue upgrade/q on the previous release's worker and
+// then turns on flow control there (Redis layout 2): the raise must wait for that
+// worker (WorkersBehind), flow control must apply once it is gone, and the
+// previous release's binaries must then refuse this Redis. The fault suite's
 // checker (internal/testutil/chaoscheck) counts every logical task from the
 // handlers' own execution logs: 0 lost, 0 duplicated; every idempotency key
 // must be answered alike before and after, and every stored object must stay
 // valid under each release's CRDs and be reconciled by this commit's manager.
 //
 // It builds what it runs and fails, never skips, when something is missing.
-// DTQ_UPGRADE_PLANT=rename-state builds a deliberate layout incompatibility
-// into this commit's binaries to see it fail (plants in release_test.go).
+// DTQ_UPGRADE_PLANT=<plant> builds a deliberate layout incompatibility, or a
+// breach of the layout's guard, into this commit's binaries to see it fail
+// (plants in release_test.go).
 package upgrade
 
 import (
@@ -39,6 +44,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -85,6 +91,9 @@ const (
 	workers step = "workers"
 	api     step = "api"
 	manager step = "manager"
+	// flow turns on flow control on Queue upgrade/q beside the worker of the
+	// previous release that the phase's workers step left there (flow_test.go).
+	flow step = "flow"
 )
 
 // phase replaces every component by those of a release, in order.
@@ -114,6 +123,9 @@ type suite struct {
 	// succeeded holds the API keys whose task was seen Succeeded (no need
 	// to read them again while waiting).
 	succeeded map[string]bool
+	// straggler is the pod of Queue upgrade/q left on the previous release's
+	// worker by a phase with a flow step, until that step.
+	straggler string
 }
 
 func TestUpgrade(t *testing.T) {
@@ -139,7 +151,7 @@ func TestUpgrade(t *testing.T) {
 	phases := []phase{
 		{"upgrade-1", &s.cur, []step{workers, api, manager}},
 		{"downgrade", &s.old, []step{manager, api, workers}},
-		{"upgrade-2", &s.cur, []step{api, workers, manager}},
+		{"upgrade-2", &s.cur, []step{api, workers, manager, flow}},
 	}
 	for i, p := range phases {
 		s.run(p, i == 0)
@@ -322,11 +334,13 @@ func (s *suite) run(p phase, first bool) {
 		}
 		switch st {
 		case workers:
-			s.swapWorkers(p.to.worker)
+			s.swapWorkers(p.to.worker, slices.Contains(p.order, flow))
 		case api:
 			s.swapAPI(p.to.api)
 		case manager:
 			s.swapManager(p.to.manager, first, p.name == "upgrade-2")
+		case flow:
+			s.flowControl()
 		}
 	}
 	s.setPhase("after-" + p.name)
@@ -338,29 +352,80 @@ func (s *suite) run(p phase, first bool) {
 // swapWorkers makes the stand-in kubelet start bin for workers and delivery
 // sidecars, then SIGKILLs the worker (or sidecar) process of each pod of
 // both Queues in turn, waiting for each to run bin and be ready: a rolling
-// update whose old pods die mid-task.
-func (s *suite) swapWorkers(bin string) {
-	t := s.t
+// update whose old pods die mid-task. With leaveOne, Queue upgrade/q first
+// gets a third pod, which keeps the worker it starts with (s.straggler): a
+// rollout not finished yet. (A third pod rather than one of the two, so
+// that the tasks placed to cross the swaps run on pods this step kills,
+// wherever they were delivered.)
+func (s *suite) swapWorkers(bin string, leaveOne bool) {
+	if leaveOne {
+		s.addStraggler()
+	}
 	s.stack.SetWorkerBin(bin)
 	for _, ns := range []string{nsChaos, nsHTTP} {
 		for _, p := range s.workerPods(ns, false) {
-			if p.Bin == bin {
-				continue
+			if p.Bin != bin && p.Name != s.straggler {
+				s.swapPod(ns, p.Name, bin)
 			}
-			active := s.inFlight(ns, p.Name)
-			must(t, s.stack.SignalPod(ns, p.Name, syscall.SIGKILL))
-			must(t, poll(t.Context(), time.Minute, func() error {
-				for _, q := range s.workerPods(ns, true) {
-					if q.Name == p.Name && q.Bin == bin {
-						return nil
-					}
-				}
-				return fmt.Errorf("pod %s/%s does not run %s yet", ns, p.Name, bin)
-			}))
-			s.logf("workers: SIGKILLed pod %s/%s's %s with %d tasks in flight; it runs %s now", ns, p.Name,
-				map[string]string{nsChaos: "worker", nsHTTP: "delivery sidecar"}[ns], active, s.releaseOf(bin))
 		}
 	}
+	if s.straggler != "" {
+		s.logf("workers: pod %s/%s left on %s's worker", nsChaos, s.straggler, s.releaseOf(s.workerPod(nsChaos, s.straggler).Bin))
+	}
+}
+
+// addStraggler scales Queue upgrade/q to three workers and waits until the
+// new pod is ready; it becomes s.straggler.
+func (s *suite) addStraggler() {
+	t := s.t
+	before := map[string]bool{}
+	for _, p := range s.workerPods(nsChaos, false) {
+		before[p.Name] = true
+	}
+	q := &dtqv1alpha1.Queue{}
+	must(t, s.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: nsChaos, Name: queue}, q))
+	base := client.MergeFrom(q.DeepCopy())
+	q.Spec.Scaling.MinReplicas, q.Spec.Scaling.MaxReplicas = ptr.To[int32](3), 3
+	must(t, s.stack.Client.Patch(t.Context(), q, base))
+	must(t, poll(t.Context(), time.Minute, func() error {
+		for _, p := range s.workerPods(nsChaos, true) {
+			if !before[p.Name] {
+				s.straggler = p.Name
+				return nil
+			}
+		}
+		return fmt.Errorf("Queue %s/%s has no third ready worker pod yet", nsChaos, queue)
+	}))
+	s.logf("workers: Queue %s/%s scaled to three pods; the new one, %s, runs %s", nsChaos, queue, s.straggler,
+		s.releaseOf(s.workerPod(nsChaos, s.straggler).Bin))
+}
+
+// swapPod SIGKILLs the worker (or sidecar) process of pod ns/name and waits
+// until the stand-in has started bin in its place and it is ready.
+func (s *suite) swapPod(ns, name, bin string) {
+	t := s.t
+	active := s.inFlight(ns, name)
+	must(t, s.stack.SignalPod(ns, name, syscall.SIGKILL))
+	must(t, poll(t.Context(), time.Minute, func() error {
+		for _, q := range s.workerPods(ns, true) {
+			if q.Name == name && q.Bin == bin {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s/%s does not run %s yet", ns, name, bin)
+	}))
+	s.logf("workers: SIGKILLed pod %s/%s's %s with %d tasks in flight; it runs %s now", ns, name,
+		map[string]string{nsChaos: "worker", nsHTTP: "delivery sidecar"}[ns], active, s.releaseOf(bin))
+}
+
+// workerPod is worker pod ns/name of Queue <ns>/q (zero when there is none).
+func (s *suite) workerPod(ns, name string) devstack.PodInfo {
+	for _, p := range s.workerPods(ns, false) {
+		if p.Name == name {
+			return p
+		}
+	}
+	return devstack.PodInfo{}
 }
 
 // swapAPI SIGKILLs the API while the API load submits as fast as it can,
