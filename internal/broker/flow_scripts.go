@@ -781,15 +781,15 @@ const luaFlowExports = `{enqueue = fc_enqueue, flush_enqueue = fc_flush_enqueue,
 // others are open, which costs a script call a fraction of what it does at
 // the end of luaLib (the library's functions reach the engine's helpers
 // through the locals luaFlowState declares).
-const luaFlowLazy = "fc_build = function()\n" + luaFlowEnqueue + luaFlow + luaFlowClaim + "\nreturn " + luaFlowExports + "\nend\n"
+var luaFlowLazy = "fc_build = function()\n" + luaFlowKeys() + luaFlowEnqueue + luaFlow + luaFlowClaim + "\nreturn " + luaFlowExports + "\nend\n"
 
 // luaFlowEager is flow control's library defined at the top level after
 // luaEngine, for the scripts of flowScript, whose bodies use its parts (HC, fc_unpark, ...).
-const luaFlowEager = luaFlowEnqueue + luaFlow + luaFlowClaim + "\nFCL = " + luaFlowExports + "\n"
+var luaFlowEager = luaFlowKeys() + luaFlowEnqueue + luaFlow + luaFlowClaim + "\nFCL = " + luaFlowExports + "\n"
 
 // luaFlowEnqueueLazy defines fc_build with fc_enqueue's part of the library
 // only, for submitBatchScript.
-const luaFlowEnqueueLazy = "fc_build = function()\n" + luaFlowEnqueue + "\nreturn {enqueue = fc_enqueue, flush_enqueue = fc_flush_enqueue}\nend\n"
+var luaFlowEnqueueLazy = "fc_build = function()\n" + luaFlowKeys() + luaFlowEnqueue + "\nreturn {enqueue = fc_enqueue, flush_enqueue = fc_flush_enqueue}\nend\n"
 
 // The wake group's consumer: every waiting worker reads tokens under this
 // one name (NOACK, so nothing is pending for it).

@@ -127,11 +127,17 @@ func luaKeys() string {
 	fmt.Fprintf(&b, "local function k_flist(band, key) return P .. %q .. band .. \":\" .. key end\n", sufFlowList)
 	fmt.Fprintf(&b, "local K_EVENTS, K_CONFIG, K_DEADLETTER, K_STATS = P .. %q, P .. %q, P .. %q, P .. %q\n", sufEvents, sufConfig, sufDeadLetter, sufStats)
 	fmt.Fprintf(&b, "local GROUP = %q\n", group)
-	fmt.Fprintf(&b, "local K_FLOW, K_FMIG, K_FO, K_FS, K_FHELD = P .. %q, P .. %q, P .. %q, P .. %q, P .. %q\n",
-		sufFlow, sufFlowMigrate, sufFlowOverrides, sufFlowState, sufFlowHeld)
-	fmt.Fprintf(&b, "local K_FHC, K_FTAT, K_FPARK, K_FTIMED, K_FWAKE, K_FTIMER = P .. %q, P .. %q, P .. %q, P .. %q, P .. %q, P .. %q\n",
-		sufFlowHeldCount, sufFlowKeyTAT, sufFlowParked, sufFlowTimed, sufFlowWake, sufFlowTimer)
+	fmt.Fprintf(&b, "local K_FS, K_FPARK = P .. %q, P .. %q\n", sufFlowState, sufFlowParked)
 	return b.String()
+}
+
+// luaFlowKeys is the rest of flow control's keys, defined where its library
+// is (a script that does not build the library does not make them).
+func luaFlowKeys() string {
+	return fmt.Sprintf("local K_FLOW, K_FMIG, K_FO, K_FHELD, K_FHC = P .. %q, P .. %q, P .. %q, P .. %q, P .. %q\n",
+		sufFlow, sufFlowMigrate, sufFlowOverrides, sufFlowHeld, sufFlowHeldCount) +
+		fmt.Sprintf("local K_FTAT, K_FTIMED, K_FWAKE, K_FTIMER = P .. %q, P .. %q, P .. %q, P .. %q\n",
+			sufFlowKeyTAT, sufFlowTimed, sufFlowWake, sufFlowTimer)
 }
 
 // namespaceQueues is the set of the queue names of namespace ns that
