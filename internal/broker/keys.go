@@ -111,30 +111,33 @@ func (k keys) flowList(band int, key string) string {
 //	k_task(id), k_result(id), k_idem(key), k_stream(band)
 //	K_EVENTS, K_CONFIG, K_DEADLETTER, K_STATS, GROUP
 //
-// and flow control's (flow_scripts.go):
-//
-//	k_flist(band, key), k_fready(band), k_ffin(band)
-//	K_FLOW, K_FMIG, K_FO, K_FS, K_FHELD, K_FHC, K_FTAT, K_FPARK, K_FTIMED, K_FWAKE, K_FTIMER
+// and flow control's count key K_FS (the rest are luaFlowKeys').
 func luaKeys() string {
 	var b strings.Builder
 	b.WriteString("local P = ARGV[1]\n")
 	for _, f := range []struct{ name, arg, suffix string }{
 		{"k_task", "id", sufTask}, {"k_result", "id", sufResult}, {"k_idem", "key", sufIdempotency}, {"k_stream", "band", sufStream},
-		{"k_fready", "band", sufFlowReady}, {"k_ffin", "band", sufFlowFinish},
 	} {
 		fmt.Fprintf(&b, "local function %s(%s) return P .. %q .. %s end\n", f.name, f.arg, f.suffix, f.arg)
 	}
-	fmt.Fprintf(&b, "local function k_flist(band, key) return P .. %q .. band .. \":\" .. key end\n", sufFlowList)
 	fmt.Fprintf(&b, "local K_EVENTS, K_CONFIG, K_DEADLETTER, K_STATS = P .. %q, P .. %q, P .. %q, P .. %q\n", sufEvents, sufConfig, sufDeadLetter, sufStats)
 	fmt.Fprintf(&b, "local GROUP = %q\n", group)
-	fmt.Fprintf(&b, "local K_FS, K_FPARK = P .. %q, P .. %q\n", sufFlowState, sufFlowParked)
+	fmt.Fprintf(&b, "local K_FS = P .. %q\n", sufFlowState)
 	return b.String()
 }
 
-// luaFlowKeys is the rest of flow control's keys, defined where its library
-// is (a script that does not build the library does not make them).
+// luaFlowKeys is the rest of flow control's keys and their builders,
+// defined where its library is (a script that does not build the library
+// does not make them):
+//
+//	k_flist(band, key), k_fready(band), k_ffin(band)
+//	K_FLOW, K_FMIG, K_FO, K_FHELD, K_FHC, K_FTAT, K_FPARK, K_FTIMED, K_FWAKE, K_FTIMER
 func luaFlowKeys() string {
-	return fmt.Sprintf("local K_FLOW, K_FMIG, K_FO, K_FHELD, K_FHC = P .. %q, P .. %q, P .. %q, P .. %q, P .. %q\n",
+	return fmt.Sprintf("local function k_flist(band, key) return P .. %q .. band .. \":\" .. key end\n", sufFlowList) +
+		fmt.Sprintf("local function k_fready(band) return P .. %q .. band end\n", sufFlowReady) +
+		fmt.Sprintf("local function k_ffin(band) return P .. %q .. band end\n", sufFlowFinish) +
+		fmt.Sprintf("local K_FPARK = P .. %q\n", sufFlowParked) +
+		fmt.Sprintf("local K_FLOW, K_FMIG, K_FO, K_FHELD, K_FHC = P .. %q, P .. %q, P .. %q, P .. %q, P .. %q\n",
 		sufFlow, sufFlowMigrate, sufFlowOverrides, sufFlowHeld, sufFlowHeldCount) +
 		fmt.Sprintf("local K_FTAT, K_FTIMED, K_FWAKE, K_FTIMER = P .. %q, P .. %q, P .. %q, P .. %q\n",
 			sufFlowKeyTAT, sufFlowTimed, sufFlowWake, sufFlowTimer)

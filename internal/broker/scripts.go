@@ -1225,7 +1225,9 @@ return {bands, redis.call("ZCARD", KEYS[11]), redis.call("XLEN", KEYS[12]), st[1
 // ARGV[4]        -> limit
 //
 // Returns {cancelled, more}: more is 1 when the limit was reached (call again).
-var purgeQueueScript = script(`
+// It defines flow control's library (flowScript) for the key lists' keys: a
+// purge is rare, so the hot scripts need not carry them.
+var purgeQueueScript = flowScript(`
 local now, nowtxt, left = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local cancelled = 0
 local function cancel(id, states)
