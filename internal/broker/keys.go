@@ -138,7 +138,7 @@ func luaFlowKeys() string {
 		fmt.Sprintf("local function k_ffin(band) return P .. %q .. band end\n", sufFlowFinish) +
 		fmt.Sprintf("local K_FPARK = P .. %q\n", sufFlowParked) +
 		fmt.Sprintf("local K_FLOW, K_FMIG, K_FO, K_FHELD, K_FHC = P .. %q, P .. %q, P .. %q, P .. %q, P .. %q\n",
-		sufFlow, sufFlowMigrate, sufFlowOverrides, sufFlowHeld, sufFlowHeldCount) +
+			sufFlow, sufFlowMigrate, sufFlowOverrides, sufFlowHeld, sufFlowHeldCount) +
 		fmt.Sprintf("local K_FTAT, K_FTIMED, K_FWAKE, K_FTIMER = P .. %q, P .. %q, P .. %q, P .. %q\n",
 			sufFlowKeyTAT, sufFlowTimed, sufFlowWake, sufFlowTimer)
 }
