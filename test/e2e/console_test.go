@@ -84,9 +84,10 @@ func TestConsole(t *testing.T) {
 
 	step(t, tab, "find the task by its idempotency key",
 		chromedp.Click(chromedp.CSS(`#nav a[href="#/tasks"]`)),
-		chromedp.SetValue(chromedp.CSS("#queue"), "q"),
-		chromedp.SetValue(chromedp.CSS("#idempotency-key"), "order-1001"),
-		chromedp.Click(chromedp.CSS("#search")),
+		// The page's own form: the page before may have one with the same ids.
+		chromedp.SetValue(chromedp.CSS("#page-tasks #queue"), "q"),
+		chromedp.SetValue(chromedp.CSS("#page-tasks #idempotency-key"), "order-1001"),
+		chromedp.Click(chromedp.CSS("#page-tasks #search")),
 		// The key's task alone, not the queue's three tasks.
 		waitJS(`[...document.querySelectorAll("#page-tasks tbody tr")].map(r => r.dataset.task).join() === `+strconv.Quote(order.TaskID)),
 		chromedp.Click(chromedp.CSS(`tr[data-task="`+order.TaskID+`"] a`)),
@@ -118,8 +119,9 @@ func TestConsole(t *testing.T) {
 	requeued := `tr[data-task="` + dead[0].TaskID + `"]`
 	step(t, tab, "the dead letters",
 		chromedp.Click(chromedp.CSS(`#nav a[href="#/dead-letters"]`)),
-		chromedp.SetValue(chromedp.CSS("#queue"), "q"),
-		chromedp.Click(chromedp.CSS("#search")),
+		// The page's own form: the page before may have one with the same ids.
+		chromedp.SetValue(chromedp.CSS("#page-dead-letters #queue"), "q"),
+		chromedp.Click(chromedp.CSS("#page-dead-letters #search")),
 		chromedp.WaitVisible(chromedp.CSS(requeued+" button.requeue")),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-task="`+dead[1].TaskID+`"]`)))
 	screenshot(t, tab, "dead-letters")
@@ -148,8 +150,9 @@ func TestConsole(t *testing.T) {
 
 	step(t, tab, "the workers",
 		chromedp.Click(chromedp.CSS(`#nav a[href="#/workers"]`)),
-		chromedp.SetValue(chromedp.CSS("#queue"), "q"),
-		chromedp.Click(chromedp.CSS("#search")),
+		// The page's own form: the page before may have one with the same ids.
+		chromedp.SetValue(chromedp.CSS("#page-workers #queue"), "q"),
+		chromedp.Click(chromedp.CSS("#page-workers #search")),
 		chromedp.WaitVisible(chromedp.CSS("tr[data-worker]")))
 	screenshot(t, tab, "workers")
 
