@@ -547,8 +547,18 @@ func itemReplies[T any](replies []any, n int, each func(i int, v []any) (T, erro
 }
 
 // itemReply is one item's reply of a batch or read script: its fields, or the
-// error of an {"err", message} reply (a Redis error in that item only).
+// error of an {"err", message} reply (a Redis error in that item only). An
+// item may also be one string, its fields joined by spaces (fields that hold
+// no space): a script's common answer costs Redis less that way than a table.
 func itemReply(x any) ([]any, error) {
+	if s, ok := x.(string); ok {
+		f := strings.Split(s, " ")
+		v := make([]any, len(f))
+		for i := range f {
+			v[i] = f[i]
+		}
+		return v, nil
+	}
 	v, _ := x.([]any)
 	switch {
 	case len(v) == 0:

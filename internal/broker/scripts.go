@@ -447,7 +447,7 @@ func batchBody(width int, body string) string {
 //	{"busy", task id, match}                       record processing
 //	{"mismatch", task id}                          match "0" on a queue that rejects mismatches; nothing written but the count
 //	{"full", depth, limit}                         nothing written but the count
-//	{"new", state, max attempts, timeout ms}       also to a second send of this call (see below)
+//	"new <state> <max attempts> <timeout ms>"      one string (itemReply); a second send of this call (see below) gets the same as a table
 //	{"err", message}                               a Redis error in this item only
 //
 // Sent twice (go-redis re-sends a call whose reply it did not read: a read
@@ -491,7 +491,7 @@ local queued = {} -- IDs of the new tasks, for the batch's one TaskQueued event
 -- ID; an item without a key has the hash to look at.
 local function resent(tk, notBefore)
   local h = redis.call("HMGET", tk, "max_attempts", "timeout_ms")
-  return {"new", tonumber(notBefore) > nowms and "Pending" or "Queued", h[1], h[2]}
+  return {"new", notBefore ~= "0" and tonumber(notBefore) > nowms and "Pending" or "Queued", h[1], h[2]}
 end
 
 local function submit(tk, rk, a)
@@ -540,13 +540,13 @@ local function submit(tk, rk, a)
   if maxAttempts == "0" then maxAttempts = cfg[3] end
   if timeout == "0" then timeout = cfg[4] end
   local state, avail, msg = "Queued", now, ""
-  if tonumber(notBefore) > nowms then
+  if notBefore ~= "0" and tonumber(notBefore) > nowms then
     state, avail = "Pending", notBefore
     redis.call("ZADD", KEYS[2], notBefore, id)
   elseif F then
     fc().enqueue(F, prio, fkey, id, now)
   else
-    msg = redis.call("XADD", KEYS[3 + tonumber(prio)], "*", "t", id, "a", 1)
+    msg = redis.call("XADD", KEYS[3 + tonumber(prio)], "*", "t", id, "a", "1")
   end
   depth = depth + 1
   -- Every field is its own, each under hash-max-listpack-value (64 bytes) for
@@ -556,7 +556,7 @@ local function submit(tk, rk, a)
   -- available_at only when it is not created_at, msg only for a stream entry,
   -- no meta or trace when empty (readers treat absent as such).
   local f = {"id", id, "type", typ, "payload", payload, "prio", prio, "state", state,
-    "attempt", 1, "max_attempts", maxAttempts, "timeout_ms", timeout, "created_at", now}
+    "attempt", "1", "max_attempts", maxAttempts, "timeout_ms", timeout, "created_at", now}
   if ikey ~= "" then f[#f + 1] = "ikey"; f[#f + 1] = ikey end
   if expires ~= "0" then f[#f + 1] = "expires_at"; f[#f + 1] = expires end
   if fromCR == "1" then f[#f + 1] = "from_cr"; f[#f + 1] = "1" end
@@ -568,17 +568,24 @@ local function submit(tk, rk, a)
   if msg ~= "" then f[#f + 1] = "msg"; f[#f + 1] = msg elseif avail ~= now then f[#f + 1] = "available_at"; f[#f + 1] = avail end
   redis.call("HSET", tk, unpack(f))
   queued[#queued + 1] = id
-  return {"new", state, maxAttempts, timeout}, "accepted"
+  -- One string, not a table: Redis converts a table reply field by field
+  -- after seven lookups of the table's own (err, ok, map, ...).
+  return "new " .. state .. " " .. maxAttempts .. " " .. timeout, "accepted"
 end
 
 -- index_new trims the index's oldest entries whose task is gone, then adds
--- the batch's new tasks.
+-- the batch's new tasks. One EXISTS of all the oldest answers the common
+-- case (every one still retained); only when some are gone is each asked.
 local function index_new()
-  local gone = {}
-  for _, id in ipairs(redis.call("ZRANGE", KEYS[13], 0, #queued)) do
-    if redis.call("EXISTS", k_task(id)) == 0 then gone[#gone + 1] = id end
+  local old, tks = redis.call("ZRANGE", KEYS[13], 0, #queued), {}
+  for i, id in ipairs(old) do tks[i] = k_task(id) end
+  if #old > 0 and redis.call("EXISTS", unpack(tks)) < #old then
+    local gone = {}
+    for i, id in ipairs(old) do
+      if redis.call("EXISTS", tks[i]) == 0 then gone[#gone + 1] = id end
+    end
+    redis.call("ZREM", KEYS[13], unpack(gone))
   end
-  if #gone > 0 then redis.call("ZREM", KEYS[13], unpack(gone)) end
   local z = {}
   for i, id in ipairs(queued) do z[2 * i - 1] = now; z[2 * i] = id end
   redis.call("ZADD", KEYS[13], unpack(z))
