@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -149,6 +150,10 @@ func startMonitor(t *testing.T, addr string) *monitor {
 
 func (m *monitor) line() string {
 	m.t.Helper()
+	// Not a timed assertion: a bound on a hang (a marker that never comes).
+	if err := m.conn.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		m.t.Fatal(err)
+	}
 	l, err := m.rd.ReadString('\n')
 	if err != nil {
 		m.t.Fatalf("monitor: %v", err)
@@ -531,4 +536,22 @@ func checkTaskBytes(t *testing.T, name string, rdb *redis.Client, key string, bu
 		return
 	}
 	t.Logf("%s: %d field bytes, MEMORY USAGE %d; %d fields: %s", name, n, mem, len(h), fields)
+}
+
+func TestUnquoteArgs(t *testing.T) {
+	for in, want := range map[string][]string{
+		`"evalsha" "a b"`:                 {"evalsha", "a b"},
+		`"\x00\x01\xff" "q\"\\" "\r\n\t"`: {"\x00\x01\xff", `q"\`, "\r\n\t"},
+		`""`:                              {""},
+	} {
+		got, err := unquoteArgs(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("unquoteArgs(%s) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{`"open`, `bare`, `"\x0"`} {
+		if got, err := unquoteArgs(in); err == nil {
+			t.Errorf("unquoteArgs(%s) = %q, want an error", in, got)
+		}
+	}
 }
