@@ -42,10 +42,12 @@ import (
 const (
 	// budgetSubmit: one Submit with an idempotency key into an empty queue.
 	// 23 -> 22: SET NX GET claims the key or reads its record in one call.
-	budgetSubmit = 22
+	// 22 -> 21: one EXISTS of the index's oldest entries (index_new).
+	budgetSubmit = 21
 	// budgetSubmitBatch: SubmitMany of opBatch tasks with keys (one script call).
 	// 148 -> 116: SET NX GET (one GET less per task).
-	budgetSubmitBatch = 116
+	// 116 -> 114: the same.
+	budgetSubmitBatch = 114
 	// budgetStartOne: ReadStart delivering and starting one entry.
 	budgetStartOne = 16
 	// budgetStartBatch: ReadStart delivering and starting opBatch entries.
@@ -250,23 +252,24 @@ func check(t *testing.T, name string, budget int, got map[string]int) {
 // per-key caps that do not bind (1000), weighted fairness, and opBatch keys,
 // the benchmark's shape. The plain budgets above are unchanged by flow
 // control. First values, 2026-12-03: the whole life of a task in batches of
-// opBatch costs (123 + 146 + 204) / 32 = 14.8 commands with flow control,
-// (116 + 78 + 198) / 32 = 12.25 without.
+// opBatch costs (121 + 145 + 204) / 32 = 14.7 commands with flow control,
+// (114 + 78 + 198) / 32 = 12.2 without.
 const (
 	// flowBudgetSubmitNewKey: one Submit whose key had no queued task: an
 	// RPUSH instead of the XADD, the list count, and the key made ready
 	// (its parking, its finish tag, the band's virtual time, ZADD NX) and a
-	// wake token; 22 without flow control.
-	flowBudgetSubmitNewKey = 29
+	// wake token; 21 without flow control. 29 -> 28: one EXISTS of the task
+	// index's oldest entries (index_new).
+	flowBudgetSubmitNewKey = 28
 	// flowBudgetSubmitBatchNewKeys: opBatch Submits to opBatch keys that had
 	// no queued task: the keys are made ready per band, not per key (one
-	// HMGET, ZMSCORE and ZADD); 116 without flow control.
-	flowBudgetSubmitBatchNewKeys = 123
+	// HMGET, ZMSCORE and ZADD); 114 without flow control. 123 -> 121: the same.
+	flowBudgetSubmitBatchNewKeys = 121
 	// flowBudgetSubmitBatchBusyKeys: opBatch Submits to keys with queued
 	// tasks: an RPUSH each instead of the XADD, plus the list count read and
-	// written once (the 33 EXISTS are the task index's trim, which depends on
-	// the tasks before).
-	flowBudgetSubmitBatchBusyKeys = 148
+	// written once. 148 -> 116: the task index's trim asks one EXISTS of its
+	// 33 oldest entries, not one each.
+	flowBudgetSubmitBatchBusyKeys = 116
 	// flowBudgetStartOne: ReadStart admitting one task: MGET of the paused and
 	// flow keys, a window of each band's ready set (bands 9..5
 	// here), LPOP, HGETALL, XADD to the band stream and XREADGROUP, the start's

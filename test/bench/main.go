@@ -117,13 +117,16 @@ func main() {
 				fmt.Fprintln(os.Stderr, err)
 				exit(1)
 			}
-			cpu0, own0 := redisCPU(ctx, rdb), ownCPU()
+			user0, sys0 := redisCPUSplit(ctx, rdb)
+			own0 := ownCPU()
 			_ = rdb.ConfigResetStat(ctx).Err()
 			n, d, err := f(ctx, p)
 			if *verbose {
-				rc, oc := redisCPU(ctx, rdb)-cpu0, ownCPU()-own0
-				fmt.Fprintf(os.Stderr, "%s/%s: %d ops in %s, redis cpu %.2fs (%.1f us/op), bench process cpu %.2fs (%.1f us/op); %s\n",
-					c.Group, c.Name, n, d.Round(time.Millisecond), rc, rc*1e6/float64(n), oc, oc*1e6/float64(n), scriptCalls(ctx, rdb))
+				user, sys := redisCPUSplit(ctx, rdb)
+				user, sys = user-user0, sys-sys0
+				rc, oc := user+sys, ownCPU()-own0
+				fmt.Fprintf(os.Stderr, "%s/%s: %d ops in %s, redis cpu %.2fs (%.1f us/op: user %.1f, sys %.1f), bench process cpu %.2fs (%.1f us/op); %s\n",
+					c.Group, c.Name, n, d.Round(time.Millisecond), rc, rc*1e6/float64(n), user*1e6/float64(n), sys*1e6/float64(n), oc, oc*1e6/float64(n), scriptCalls(ctx, rdb))
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s/%s: %v\n", c.Group, c.Name, err)
@@ -161,17 +164,22 @@ func exit(code int) {
 
 // redisCPU returns the server's used CPU seconds (user+sys).
 func redisCPU(ctx context.Context, rdb *redis.Client) float64 {
+	u, s := redisCPUSplit(ctx, rdb)
+	return u + s
+}
+
+// redisCPUSplit returns the server's used CPU seconds in user space (the
+// scripts and commands) and in the kernel (mostly the network).
+func redisCPUSplit(ctx context.Context, rdb *redis.Client) (user, sys float64) {
 	info, _ := rdb.Info(ctx, "cpu").Result()
-	var t float64
 	for _, l := range strings.Split(info, "\n") {
-		for _, f := range []string{"used_cpu_user:", "used_cpu_sys:"} {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(l), f); ok {
-				x, _ := strconv.ParseFloat(v, 64)
-				t += x
-			}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_cpu_user:"); ok {
+			user, _ = strconv.ParseFloat(v, 64)
+		} else if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_cpu_sys:"); ok {
+			sys, _ = strconv.ParseFloat(v, 64)
 		}
 	}
-	return t
+	return user, sys
 }
 
 // ownCPU returns this process's used CPU seconds (user+sys): the client side,
