@@ -175,12 +175,20 @@ func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *
 }
 
 // readEntries returns the entries of a read script's "ok" reply v, each
-// with at least fields fields.
+// with at least fields fields. An entry of readStartScript that runs comes as
+// one string, "band entry-id task-id attempt run <the task packed>", and is
+// returned as the table it stands for.
 func readEntries(q QueueRef, v []any, fields int) ([][]any, error) {
 	entries, _ := v[1].([]any)
 	out := make([][]any, 0, len(entries))
 	for _, e := range entries {
 		f, _ := e.([]any)
+		if s, ok := e.(string); ok {
+			if p := strings.SplitN(s, " ", 6); len(p) == 6 {
+				band, _ := strconv.ParseInt(p[0], 10, 64)
+				f = []any{band, p[1], p[2], p[3], []any{p[4], p[5]}}
+			}
+		}
 		if len(f) < fields {
 			return nil, fmt.Errorf("broker: read %s: unexpected entry %v", q, e)
 		}

@@ -665,7 +665,8 @@ return {"empty", last_ids()}
 // Returns {"paused"}, {"ok", {band, entry id, task id, attempt, start reply}...}
 // with start_entry's reply (or {"err", message} for a Redis error in that entry
 // only, the entry then staying pending) or {"empty", last entry ids} as
-// readScript.
+// readScript. An entry that runs comes as one string instead, its fields
+// joined by spaces: "band entry-id task-id attempt run <the task packed>".
 var readStartScript = script(`
 local st = redis.call("MGET", KEYS[11], KEYS[12], KEYS[13])
 if st[1] then return {"paused"} end
@@ -683,7 +684,11 @@ if st[2] then
   count = count - #out
 end
 for _, e in ipairs(read_bands(consumer, count, function(band, msgid, t, a)
-  return {band, msgid, t, a, try(start_entry, k_task(t), KEYS[band + 1], msgid, tonumber(a), "0", worker, now, nowtxt)}
+  local r = try(start_entry, k_task(t), KEYS[band + 1], msgid, tonumber(a), "0", worker, now, nowtxt)
+  -- A started entry is one string (readEntries): Redis converts a table
+  -- reply field by field after seven lookups of the table's own.
+  if r[1] == "run" then return band .. " " .. msgid .. " " .. t .. " " .. a .. " run " .. r[2] end
+  return {band, msgid, t, a, r}
 end)) do out[#out + 1] = e end
 if #out > 0 then return {"ok", out} end
 return {"empty", last_ids()}
