@@ -677,7 +677,8 @@ local function fc_deliver(F, picks, consumer, worker, now, nowtxt)
     else
       HC.set(key, HC.get(key) - 1)
     end
-    out[#out + 1] = {b, msgid, id, h.attempt, r}
+    -- A started entry is one string, as readStartScript's (readEntries).
+    out[#out + 1] = r[1] == "run" and (b .. " " .. msgid .. " " .. id .. " " .. h.attempt .. " run " .. r[2]) or {b, msgid, id, h.attempt, r}
   end
   return out, held
 end
