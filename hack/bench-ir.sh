@@ -35,9 +35,9 @@ for side in dtq peer; do
 	vg=$!
 	for _ in $(seq 1 150); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
 	"$work/bench" -addr "127.0.0.1:$port" -run "$row" -only "$side" -tasks $((tasks / 4)) >/dev/null
-	callgrind_control -z "$vg" >/dev/null
+	callgrind_control -z "$vg" >/dev/null 2>&1
 	"$work/bench" -addr "127.0.0.1:$port" -run "$row" -only "$side" -tasks "$tasks" >/dev/null
-	callgrind_control -d "$vg" >/dev/null
+	callgrind_control -d "$vg" >/dev/null 2>&1
 	redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 	wait "$vg" || true
 	total=$(callgrind_annotate "$(ls "$work"/cg."$side".*.1)" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
