@@ -163,11 +163,11 @@ var _ = Describe("The stored Task after its status write", func() {
 		for _, e := range got.ManagedFields {
 			Expect(e.FieldsV1).NotTo(BeNil())
 			if e.Subresource == "status" {
-				status = append(status, string(e.FieldsV1.Raw))
+				status = append(status, e.FieldsV1.GetRawString())
 				continue
 			}
 			var fields map[string]map[string]json.RawMessage
-			Expect(json.Unmarshal(e.FieldsV1.Raw, &fields)).To(Succeed())
+			Expect(json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields)).To(Succeed())
 			if p, ok := fields["f:spec"]["f:payload"]; ok {
 				spec = append(spec, string(p))
 			}
