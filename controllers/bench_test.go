@@ -67,7 +67,8 @@ import (
 // DTQ_BENCH_APISERVER_PROFILE=<prefix> also writes 5 s CPU profiles of the API
 // server taken during the status writes with no manager (<prefix>-status.prof)
 // and during the CR phase (<prefix>-cr.prof); DTQ_BENCH_TASKS=3000 makes both
-// phases last longer than that.
+// phases last longer than that. DTQ_BENCH_CRDS=<dir> installs the CRDs of dir
+// instead of config/crd/bases, to compare a CRD change with one test binary.
 func BenchmarkCRPath(b *testing.B) {
 	const producers = 8
 	n := 1000
@@ -77,6 +78,9 @@ func BenchmarkCRPath(b *testing.B) {
 	logf.SetLogger(logr.Discard())
 	sch := devstack.NewScheme()
 	env := newTestEnv()
+	if dir := os.Getenv("DTQ_BENCH_CRDS"); dir != "" {
+		env.CRDDirectoryPaths = []string{dir}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		b.Fatal(err)
