@@ -133,46 +133,9 @@ func breakdown(m map[string]int) string {
 
 func TestOperationCounts(t *testing.T) {
 	e := newEnv(t)
-	const worker = "w1"
-	submitKeyed := func(i int) SubmitRequest {
-		return SubmitRequest{Type: "demo", Payload: raw(`{"n":1}`), IdempotencyKey: fmt.Sprintf("key-%d", i)}
-	}
-	readStart := func(n int) []Started {
-		t.Helper()
-		ss, err := e.b.ReadStart(ctx, e.q, worker, worker, n, 0)
-		if err != nil || len(ss) != n {
-			t.Fatalf("read-start %d: %d entries, %v", n, len(ss), err)
-		}
-		for _, s := range ss {
-			if s.Err != nil || !s.Run {
-				t.Fatalf("read-start: %+v", s)
-			}
-		}
-		return ss
-	}
-	execOf := func(s Started) Execution {
-		return Execution{Delivery: s.Delivery, WorkerID: worker, Attempt: s.Task.Attempt}
-	}
-	completeAll := func(ss []Started) {
-		t.Helper()
-		items := make([]completeItem, len(ss))
-		for i, s := range ss {
-			items[i] = completeItem{x: execOf(s), kind: "ok", result: []byte(`{"ok":true}`), retryable: "0"}
-		}
-		if _, errs, err := e.b.completeBatch(ctx, e.q, items); err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-			t.Fatalf("complete: %v %v", err, errs)
-		}
-	}
-	submitMany := func(from, n int) {
-		t.Helper()
-		reqs := make([]SubmitRequest, n)
-		for i := range reqs {
-			reqs[i] = submitKeyed(from + i)
-		}
-		if _, errs, err := e.b.SubmitMany(ctx, e.q, reqs); err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-			t.Fatalf("submit many: %v %v", err, errs)
-		}
-	}
+	const worker = hotWorker
+	o := hotOps{t, e}
+	submitKeyed, readStart, execOf, completeAll, submitMany := o.submitKeyed, o.readStart, o.exec, o.completeAll, o.submitMany
 	// Warm up: every script loaded, every connection open, the task index
 	// holding tasks, so each case below counts only its own operation.
 	submitMany(0, 2)
@@ -362,4 +325,58 @@ func TestFlowOperationCounts(t *testing.T) {
 			t.Fatalf("complete-next: next %+v, %v", next, err)
 		}
 	}))
+}
+
+// hotWorker is the worker of TestOperationCounts and TestScriptWork.
+const hotWorker = "w1"
+
+// hotOps are the hot path's operations as TestOperationCounts and
+// TestScriptWork run them: keyed submits, read-and-start, completions.
+type hotOps struct {
+	t *testing.T
+	e *env
+}
+
+func (o hotOps) submitKeyed(i int) SubmitRequest {
+	return SubmitRequest{Type: "demo", Payload: raw(`{"n":1}`), IdempotencyKey: fmt.Sprintf("key-%d", i)}
+}
+
+func (o hotOps) readStart(n int) []Started {
+	o.t.Helper()
+	ss, err := o.e.b.ReadStart(ctx, o.e.q, hotWorker, hotWorker, n, 0)
+	if err != nil || len(ss) != n {
+		o.t.Fatalf("read-start %d: %d entries, %v", n, len(ss), err)
+	}
+	for _, s := range ss {
+		if s.Err != nil || !s.Run {
+			o.t.Fatalf("read-start: %+v", s)
+		}
+	}
+	return ss
+}
+
+func (o hotOps) exec(s Started) Execution {
+	return Execution{Delivery: s.Delivery, WorkerID: hotWorker, Attempt: s.Task.Attempt}
+}
+
+func (o hotOps) completeAll(ss []Started) {
+	o.t.Helper()
+	items := make([]completeItem, len(ss))
+	for i, s := range ss {
+		items[i] = completeItem{x: o.exec(s), kind: "ok", result: []byte(`{"ok":true}`), retryable: "0"}
+	}
+	if _, errs, err := o.e.b.completeBatch(ctx, o.e.q, items); err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		o.t.Fatalf("complete: %v %v", err, errs)
+	}
+}
+
+func (o hotOps) submitMany(from, n int) {
+	o.t.Helper()
+	reqs := make([]SubmitRequest, n)
+	for i := range reqs {
+		reqs[i] = o.submitKeyed(from + i)
+	}
+	if _, errs, err := o.e.b.SubmitMany(ctx, o.e.q, reqs); err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		o.t.Fatalf("submit many: %v %v", err, errs)
+	}
 }

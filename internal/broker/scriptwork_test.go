@@ -19,6 +19,7 @@ package broker
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -291,7 +292,7 @@ func (h *replySizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func (h *replySizes) add(cmd redis.Cmder) {
 	// An interface, not *redis.Cmd: the broker wraps some (noRetry).
 	if c, ok := cmd.(interface{ Result() (any, error) }); ok && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
-		if v, err := c.Result(); err == nil || err == redis.Nil {
+		if v, err := c.Result(); err == nil || errors.Is(err, redis.Nil) {
 			h.bytes += respSize(v)
 		}
 	}
@@ -373,47 +374,10 @@ func TestScriptWork(t *testing.T) {
 	replies := &replySizes{}
 	e.rdb.AddHook(replies)
 	mon := startMonitor(t, e.rdb.Options().Addr)
-	const worker = "w1"
+	const worker = hotWorker
 	k := keysFor(e.q)
-	submitKeyed := func(i int) SubmitRequest {
-		return SubmitRequest{Type: "demo", Payload: raw(`{"n":1}`), IdempotencyKey: fmt.Sprintf("key-%d", i)}
-	}
-	readStart := func(n int) []Started {
-		t.Helper()
-		ss, err := e.b.ReadStart(ctx, e.q, worker, worker, n, 0)
-		if err != nil || len(ss) != n {
-			t.Fatalf("read-start %d: %d entries, %v", n, len(ss), err)
-		}
-		for _, s := range ss {
-			if s.Err != nil || !s.Run {
-				t.Fatalf("read-start: %+v", s)
-			}
-		}
-		return ss
-	}
-	execOf := func(s Started) Execution {
-		return Execution{Delivery: s.Delivery, WorkerID: worker, Attempt: s.Task.Attempt}
-	}
-	completeAll := func(ss []Started) {
-		t.Helper()
-		items := make([]completeItem, len(ss))
-		for i, s := range ss {
-			items[i] = completeItem{x: execOf(s), kind: "ok", result: []byte(`{"ok":true}`), retryable: "0"}
-		}
-		if _, errs, err := e.b.completeBatch(ctx, e.q, items); err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-			t.Fatalf("complete: %v %v", err, errs)
-		}
-	}
-	submitMany := func(from, n int) {
-		t.Helper()
-		reqs := make([]SubmitRequest, n)
-		for i := range reqs {
-			reqs[i] = submitKeyed(from + i)
-		}
-		if _, errs, err := e.b.SubmitMany(ctx, e.q, reqs); err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-			t.Fatalf("submit many: %v %v", err, errs)
-		}
-	}
+	o := hotOps{t, e}
+	submitKeyed, readStart, execOf, completeAll, submitMany := o.submitKeyed, o.readStart, o.exec, o.completeAll, o.submitMany
 	// Stream entry IDs ahead of real time, so each XADD's ID is the last
 	// one's sequence plus one (see above).
 	for _, s := range k.streams() {
