@@ -208,12 +208,13 @@ func flowText(f *FlowControl) string {
 	if f.Fairness == FairnessFIFO {
 		fair = "F"
 	}
+	if len(f.Overrides) > 0 {
+		ov = "1"
+	}
 	for _, o := range f.Overrides {
 		if o.Rate != nil {
 			ov = "2"
-			break
 		}
-		ov = "1"
 	}
 	h := fnv.New64a()
 	for _, k := range slices.Sorted(maps.Keys(f.Overrides)) {

@@ -82,7 +82,7 @@ end
 -- functions), nil before.
 local FCL, fc_build
 -- The engine's helpers flow control's library uses (luaEngine assigns them).
-local try, finish, read_task, start_entry
+local try, finish, read_task, start_entry, start_reply
 local function fc()
   if not FCL then FCL = fc_build() end
   return FCL
@@ -677,8 +677,7 @@ local function fc_deliver(F, picks, consumer, worker, now, nowtxt)
     else
       HC.set(key, HC.get(key) - 1)
     end
-    -- A started entry is one string, as readStartScript's (readEntries).
-    out[#out + 1] = r[1] == "run" and (b .. " " .. msgid .. " " .. id .. " " .. h.attempt .. " run " .. r[2]) or {b, msgid, id, h.attempt, r}
+    out[#out + 1] = start_reply(b, msgid, id, h.attempt, r)
   end
   return out, held
 end

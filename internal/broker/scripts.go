@@ -295,6 +295,16 @@ function start_entry(tk, stream, msgid, entryAttempt, reclaimed, worker, now, no
   return {"run", pack_task(h)}
 end
 
+-- start_reply is a read script's entry for a delivery start_entry answered
+-- r: one that runs as one string, "band entry-id task-id attempt run
+-- <the task packed>" (readEntries; Redis converts a table reply field by
+-- field after seven lookups of the table's own), any other as
+-- {band, entry id, task id, attempt, r}.
+function start_reply(band, msgid, t, a, r)
+  if r[1] == "run" then return band .. " " .. msgid .. " " .. t .. " " .. a .. " run " .. r[2] end
+  return {band, msgid, t, a, r}
+end
+
 -- read_bands reads up to left new entries for consumer from KEYS[1..10]
 -- (streams p0..p9), p9 first, each band with COUNT set to what is still
 -- missing, and returns each(band, entry id, task id, attempt) per entry.
@@ -684,11 +694,7 @@ if st[2] then
   count = count - #out
 end
 for _, e in ipairs(read_bands(consumer, count, function(band, msgid, t, a)
-  local r = try(start_entry, k_task(t), KEYS[band + 1], msgid, tonumber(a), "0", worker, now, nowtxt)
-  -- A started entry is one string (readEntries): Redis converts a table
-  -- reply field by field after seven lookups of the table's own.
-  if r[1] == "run" then return band .. " " .. msgid .. " " .. t .. " " .. a .. " run " .. r[2] end
-  return {band, msgid, t, a, r}
+  return start_reply(band, msgid, t, a, try(start_entry, k_task(t), KEYS[band + 1], msgid, tonumber(a), "0", worker, now, nowtxt))
 end)) do out[#out + 1] = e end
 if #out > 0 then return {"ok", out} end
 return {"empty", last_ids()}
