@@ -41,7 +41,7 @@ export K8S_VERSION
 # go test flags for `make test`; the race detector covers the packages with
 # concurrent Redis code, the rest runs without it to stay fast on 2 cores.
 TEST_FLAGS ?= -count=1 -timeout 40m
-RACE_PKGS ?= ./internal/broker/... ./pkg/...
+RACE_PKGS ?= ./pkg/broker/... ./pkg/...
 
 .PHONY: all
 all: build
@@ -92,7 +92,7 @@ test: vet lint envtest redis chromium handler-runtimes node images previous-imag
 # (their seed corpora also run in every `go test`). FUZZ_TIME is a count of
 # inputs: with a duration, go test fails a run whose time ends while it
 # minimises a new input ("context deadline exceeded").
-FUZZ_TARGETS ?= ./internal/httpapi:FuzzDecodeSubmit ./internal/httpapi:FuzzDecodeBatch ./internal/sse:FuzzReader
+FUZZ_TARGETS ?= ./internal/httpapi:FuzzDecodeSubmit ./internal/httpapi:FuzzDecodeBatch ./pkg/client/internal/sse:FuzzReader
 FUZZ_TIME ?= 10000x
 
 # The real-node test (test/node, docs/install.md "A real node"): dist/install.yaml and

@@ -29,8 +29,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/testutil"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 var _ = Describe("Flow control", func() {

@@ -38,9 +38,9 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/dtq-dev/dtq/internal/devstack"
-	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/testutil"
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
 
 // BenchmarkManagerMemory measures the resident memory of manager processes

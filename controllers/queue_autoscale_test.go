@@ -23,8 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/testutil"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // TestWantedReplicasFlow is the autoscaler on flow-controlled queues. The

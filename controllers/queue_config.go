@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // queueConfig is the engine config of a Queue. Fields the API server did not

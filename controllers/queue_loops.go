@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
-	"github.com/dtq-dev/dtq/internal/wait"
+	"github.com/dtq-dev/dtq/pkg/broker"
+	"github.com/dtq-dev/dtq/pkg/wait"
 )
 
 // Timings of the queue loops.

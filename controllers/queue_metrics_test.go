@@ -25,8 +25,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/testutil"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // queueSeries gathers reg and returns the dtq_queue_ series of namespace ns

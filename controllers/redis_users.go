@@ -43,7 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // The namespace's Redis credential.

@@ -34,8 +34,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/version"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // Engine is the part of the Redis engine the controllers use; *broker.Broker

@@ -26,7 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // maxHistory is how many earlier runs status.history keeps (the CRD's maxItems).

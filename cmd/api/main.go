@@ -44,11 +44,11 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/httpapi"
 	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/internal/version"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )

@@ -50,10 +50,10 @@ import (
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/controllers"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/internal/version"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 

@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
-	"github.com/dtq-dev/dtq/internal/wait"
+	"github.com/dtq-dev/dtq/pkg/broker"
+	"github.com/dtq-dev/dtq/pkg/wait"
 )
 
 // migrateEvery is how often the elected manager tries again a layout step

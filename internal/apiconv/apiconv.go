@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package apiconv converts between the HTTP API's documents (pkg/client) and
-// the engine's types (internal/broker). The HTTP API and the direct-Redis
+// the engine's types (pkg/broker). The HTTP API and the direct-Redis
 // producer both use it, so a submission means the same through either.
 package apiconv
 
@@ -32,7 +32,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 

@@ -17,7 +17,7 @@ limitations under the License.
 package apiconv
 
 import (
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 

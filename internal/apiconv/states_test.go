@@ -25,7 +25,7 @@ import (
 	"testing"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 

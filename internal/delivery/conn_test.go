@@ -33,7 +33,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/worker/workertest"
 )
 

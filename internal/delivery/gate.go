@@ -31,7 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/wait"
+	"github.com/dtq-dev/dtq/pkg/wait"
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
 

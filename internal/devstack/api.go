@@ -24,7 +24,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/loopback"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
 
 // apiProcess is bin/api run as a child process on a loopback port, with

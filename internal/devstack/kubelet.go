@@ -51,8 +51,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dtq-dev/dtq/internal/loopback"
-	"github.com/dtq-dev/dtq/internal/wait"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
+	"github.com/dtq-dev/dtq/pkg/wait"
 )
 
 // QueueLabel marks the worker Deployments the stand-in runs.

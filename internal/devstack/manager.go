@@ -26,7 +26,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/loopback"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
 
 // managerProcess is bin/manager run as a child process against the local

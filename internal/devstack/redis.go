@@ -30,8 +30,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/loopback"
-	"github.com/dtq-dev/dtq/internal/rediscluster"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
+	"github.com/dtq-dev/dtq/pkg/redistest/rediscluster"
 )
 
 // clusterMasters is the number of masters of the stack's Redis Cluster.

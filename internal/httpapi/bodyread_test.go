@@ -29,9 +29,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/broker"
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // tokenUsers authenticates a bearer token as the user of the same name and

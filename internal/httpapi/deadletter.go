@@ -20,7 +20,7 @@ import (
 	"net/http"
 
 	"github.com/dtq-dev/dtq/internal/apiconv"
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 

@@ -26,9 +26,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/broker"
-	"github.com/dtq-dev/dtq/internal/wait"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/wait"
 )
 
 // The events stream serves a queue's durable events stream (Redis) as

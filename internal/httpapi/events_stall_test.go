@@ -27,8 +27,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/dtq-dev/dtq/internal/broker"
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/broker"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // watchers is how many streams the hubs count.

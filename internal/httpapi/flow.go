@@ -21,7 +21,7 @@ import (
 	"strconv"
 
 	"github.com/dtq-dev/dtq/internal/apiconv"
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 

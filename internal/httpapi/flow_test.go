@@ -25,11 +25,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/httpapi"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // do sends a request through a client that checks every answer against the

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/apiconv"
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // queueHistory answers the queue's history (broker.History), oldest first:

@@ -26,11 +26,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/httpapi"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // getQueueOnly allows get on queue ns/q alone, and records what it was asked.

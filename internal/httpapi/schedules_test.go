@@ -30,11 +30,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/httpapi"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // listOnly allows list taskschedules alone, and records what it was asked.

@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package httpapi is dtq's HTTP API (DESIGN section 6): submission, reads and
 // administration of tasks, queues and dead letters, and a Server-Sent Events
-// stream of a queue's lifecycle events, on the engine (internal/broker). It
+// stream of a queue's lifecycle events, on the engine (pkg/broker). It
 // holds no state of its own, so every replica serves every request. Requests
 // are authorised by Kubernetes (TokenReview and SubjectAccessReview on the
 // RBAC of the dtq.dev resources, see routes.go) unless auth is turned off.
@@ -33,7 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/apiconv"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 

@@ -27,8 +27,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/sse"
-	"github.com/dtq-dev/dtq/internal/wait"
+	"github.com/dtq-dev/dtq/pkg/client/internal/sse"
+	"github.com/dtq-dev/dtq/pkg/wait"
 )
 
 // EventStream follows a queue's events (Server-Sent Events). When the

@@ -25,9 +25,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/loopback"
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
+	"github.com/dtq-dev/dtq/pkg/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
 
 // Each command and pipeline is timed once (blocking reads and the client's

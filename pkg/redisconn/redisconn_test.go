@@ -22,8 +22,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // The credentials from the variables override the URL's, and a password file

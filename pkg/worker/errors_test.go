@@ -20,7 +20,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // Replies of a Redis that answers but is not serving yet (a restart loading its

@@ -27,8 +27,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dtq-dev/dtq/internal/broker"
-	"github.com/dtq-dev/dtq/internal/wait"
+	"github.com/dtq-dev/dtq/pkg/broker"
+	"github.com/dtq-dev/dtq/pkg/wait"
 )
 
 // process runs one delivery: Start (unless the read already started it), the

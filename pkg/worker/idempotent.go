@@ -16,7 +16,7 @@ limitations under the License.
 
 package worker
 
-// IdempotentOperation lives in the SDK, not in the engine (internal/broker),
+// IdempotentOperation lives in the SDK, not in the engine (pkg/broker),
 // because it runs on the user's own Redis client and keys: the key namespace is
 // the caller's, independent of submission idempotency keys.
 
@@ -31,7 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/wait"
+	"github.com/dtq-dev/dtq/pkg/wait"
 )
 
 // DefaultOperationLease is how long a running IdempotentOperation holds its key

@@ -19,7 +19,7 @@ package worker
 import (
 	"strings"
 
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // AppKeyPrefix is the prefix of the Redis keys a namespace's handlers may use

@@ -26,8 +26,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/broker"
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/broker"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 	"github.com/dtq-dev/dtq/pkg/worker"
 	"github.com/dtq-dev/dtq/pkg/worker/workertest"
 )

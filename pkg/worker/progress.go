@@ -26,7 +26,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // MaxProgressBytes bounds a progress value, as compact JSON.

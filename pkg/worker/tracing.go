@@ -28,8 +28,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // startSpan returns a context carrying the dtq.start span of ti, a child of

@@ -21,7 +21,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // Flow control (issue 35): the workers' drain (20,000 no-op tasks, one

@@ -24,11 +24,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/loopback"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
 
 // server is a private redis-server (no persistence) on a free loopback port.
-// internal/testutil/redistest needs a testing.TB, so this command has its own
+// pkg/redistest needs a testing.TB, so this command has its own
 // tiny starter.
 type server struct {
 	addr string

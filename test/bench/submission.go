@@ -27,7 +27,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // Submission: idempotent submission with a unique key per task (asynq: TaskID),

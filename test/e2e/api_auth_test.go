@@ -30,10 +30,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dtq-dev/dtq/internal/devstack"
-	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
 
 // The API authenticates Kubernetes tokens and authorises each request with

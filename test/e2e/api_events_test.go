@@ -27,7 +27,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
 

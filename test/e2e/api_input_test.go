@@ -28,7 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
 

@@ -41,7 +41,7 @@ const recordWrite = `cur = redis.call("SET", rk, record(id, "processing", nowtxt
 // reports every such key duplicated. The broken manager replaces the real one
 // for this test only (go build -overlay swaps the one file).
 func TestCheckerSeesBrokenBuild(t *testing.T) {
-	bin := buildBroken(t, "internal/broker/scripts.go", recordWrite, "-- record write removed: a deliberately broken build")
+	bin := buildBroken(t, "pkg/broker/scripts.go", recordWrite, "-- record write removed: a deliberately broken build")
 	must(t, single.stack.ReplaceManager(t.Context(), bin))
 	t.Cleanup(func() {
 		if err := single.stack.ReplaceManager(context.Background(), managerBin); err != nil {

@@ -32,9 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/testutil/chaoscheck"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // The fault suite. Each fault class is a named scenario on one Queue of chaos

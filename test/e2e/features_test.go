@@ -29,9 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/devstack"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
 

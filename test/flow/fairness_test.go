@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/testutil/flowcheck"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // The fairness runs use 10 worker processes x 4 slots and 50 ms handlers:

@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/testutil/flowcheck"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 const (

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/testutil/flowcheck"
+	"github.com/dtq-dev/dtq/pkg/broker"
 )
 
 // Global rate: rateLimit {limit 200, period 1s, burst 20} with 10 worker

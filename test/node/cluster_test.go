@@ -41,9 +41,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dtq-dev/dtq/internal/devstack"
-	"github.com/dtq-dev/dtq/internal/loopback"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
 
 // The node's network (docs/install.md, "A real node"). The test creates the

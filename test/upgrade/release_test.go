@@ -178,34 +178,34 @@ var plants = map[string][]patch{
 	// fresh Redis, but reads every task the previous release wrote as having
 	// no state.
 	"rename-state": {
-		{"internal/broker/scripts.go", `"state", `, `"status", `},
-		{"internal/broker/scripts.go", `h.state`, `h.status`},
-		{"internal/broker/list.go", `h[j] == "state"`, `h[j] == "status"`},
-		{"internal/broker/task.go", `tfState: "state"`, `tfState: "status"`},
-		{"internal/broker/deliver.go", `k.task(id), "state", `, `k.task(id), "status", `},
-		{"internal/broker/queue_delete.go", `k.task(id), "state", `, `k.task(id), "status", `},
+		{"pkg/broker/scripts.go", `"state", `, `"status", `},
+		{"pkg/broker/scripts.go", `h.state`, `h.status`},
+		{"pkg/broker/list.go", `h[j] == "state"`, `h[j] == "status"`},
+		{"pkg/broker/task.go", `tfState: "state"`, `tfState: "status"`},
+		{"pkg/broker/deliver.go", `k.task(id), "state", `, `k.task(id), "status", `},
+		{"pkg/broker/queue_delete.go", `k.task(id), "state", `, `k.task(id), "status", `},
 	},
 	// The idempotency records' keys renamed, without a migration: this build
 	// finds no record the previous release wrote, so a key submitted again
 	// is new work, run a second time.
 	"rename-idempotency": {
-		{"internal/broker/keys.go", `sufIdempotency = "idempotency:"`, `sufIdempotency = "idem:"`},
+		{"pkg/broker/keys.go", `sufIdempotency = "idempotency:"`, `sufIdempotency = "idem:"`},
 	},
 	// A queue's layout raised without the check of its workers' layouts
 	// (RaiseQueueLayout, which flow control's raise goes through): flow
 	// control applies at once beside a worker of the previous release, which
 	// the raise then stops, instead of waiting until it is rolled.
 	"raise-beside-old-workers": {
-		{"internal/broker/layoutversion.go", `if ok, behind, err := b.WorkersReadLayout(ctx, q, n); err != nil || !ok {`,
+		{"pkg/broker/layoutversion.go", `if ok, behind, err := b.WorkersReadLayout(ctx, q, n); err != nil || !ok {`,
 			`if _, behind, err := b.WorkersReadLayout(ctx, q, n); err != nil {`},
-		{"internal/broker/layoutversion.go", `if #behind > 1 then return behind end`, `if false then return behind end`},
+		{"pkg/broker/layoutversion.go", `if #behind > 1 then return behind end`, `if false then return behind end`},
 	},
 	// Flow control written without raising the queue's layout (EnsureQueue
 	// skips raiseForFlow): it applies at once beside a worker of the previous
 	// release, and nothing tells the previous release's binaries that they
 	// can no longer read this Redis.
 	"flow-without-layout": {
-		{"internal/broker/broker.go", `if cfg.Flow != nil {`, `if cfg.Flow != nil && false {`},
+		{"pkg/broker/broker.go", `if cfg.Flow != nil {`, `if cfg.Flow != nil && false {`},
 	},
 }
 

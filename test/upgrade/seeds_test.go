@@ -29,9 +29,9 @@ import (
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/controllers"
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/testutil"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 )
 

@@ -30,12 +30,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/broker"
 	"github.com/dtq-dev/dtq/internal/httpapi"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 	"github.com/dtq-dev/dtq/pkg/client/direct"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // rdb is the Redis of the tests and examples; queue shop/emails exists (with

@@ -26,7 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 var ctx = context.Background()

@@ -23,7 +23,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/dtq-dev/dtq/internal/loopback"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
 
 // FreePort's ports are bindable, never handed out twice, and outside the

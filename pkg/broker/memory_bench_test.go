@@ -24,7 +24,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // BenchmarkFinishedTaskMemory measures the Redis memory a finished task keeps
@@ -33,7 +33,7 @@ import (
 // and Redis's used_memory after, minus before, is reported per task along
 // with the task hash's own MEMORY USAGE. Run with a fixed count:
 //
-//	go test ./internal/broker -run '^$' -bench FinishedTaskMemory -benchtime 2000x
+//	go test ./pkg/broker -run '^$' -bench FinishedTaskMemory -benchtime 2000x
 func BenchmarkFinishedTaskMemory(b *testing.B) {
 	for _, outcome := range []string{"succeeded", "failed"} {
 		for _, size := range []int{83, 1024, 10240} {

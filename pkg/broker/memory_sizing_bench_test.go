@@ -28,7 +28,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // BenchmarkMemory measures the Redis memory a task holds in each state, and
@@ -37,7 +37,7 @@ import (
 // fresh redis-server, and used_memory is read after each phase, minus the
 // events stream (capped per queue, reported on its own). Run it with:
 //
-//	go test ./internal/broker -run '^$' -bench 'Memory$' -benchtime 1x
+//	go test ./pkg/broker -run '^$' -bench 'Memory$' -benchtime 1x
 //
 // DTQ_BENCH_TASKS sets N (default 20000).
 func BenchmarkMemory(b *testing.B) {

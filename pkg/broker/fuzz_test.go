@@ -24,7 +24,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // Arbitrary key and payload bytes never panic, never write outside the queue's

@@ -36,9 +36,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/loopback"
-	"github.com/dtq-dev/dtq/internal/rediscluster"
 	"github.com/dtq-dev/dtq/internal/testutil"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
+	"github.com/dtq-dev/dtq/pkg/redistest/rediscluster"
 )
 
 const notFound = "redis-server not found: run `make redis` (installs it with apt) or install Redis 7"

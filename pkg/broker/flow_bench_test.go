@@ -20,7 +20,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // BenchmarkFlowTaskCost reports the Redis CPU of one task's whole life
@@ -30,7 +30,7 @@ import (
 // weighted fairness, per-key caps that do not bind). A queue's ceiling on
 // one Redis core is about 1e6 / redis-us/task tasks a second.
 //
-//	go test ./internal/broker -run '^$' -bench FlowTaskCost
+//	go test ./pkg/broker -run '^$' -bench FlowTaskCost
 func BenchmarkFlowTaskCost(b *testing.B) {
 	for _, c := range []struct {
 		name string

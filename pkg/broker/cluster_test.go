@@ -22,7 +22,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // Every script runs unchanged on a three-master Redis Cluster: each touches only

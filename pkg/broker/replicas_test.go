@@ -27,7 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // replicaQueue ensures queue name with ReplicaAcks n and a timeout of 1 s (a
@@ -300,7 +300,7 @@ func TestReplicaAckOnCluster(t *testing.T) {
 // cycle (Submit, Read, Start, Complete: two WAITs with ReplicaAcks 1; the
 // Read may return an earlier sub-benchmark's task).
 //
-//	go test ./internal/broker -run '^$' -bench ReplicaAck -count 3
+//	go test ./pkg/broker -run '^$' -bench ReplicaAck -count 3
 func BenchmarkReplicaAck(b *testing.B) {
 	s := redistest.StartSentinel(b, 1, 1)
 	eng := New(s.Master.Client())

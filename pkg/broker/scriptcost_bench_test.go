@@ -24,7 +24,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/testutil/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // BenchmarkScriptCost reports the Redis CPU of one script call
@@ -36,7 +36,7 @@ import (
 // blocking XREAD waits after). It shows where a script call's fixed cost
 // goes, beyond the commands themselves (docs/benchmarks.md).
 //
-//	go test ./internal/broker -run '^$' -bench ScriptCost
+//	go test ./pkg/broker -run '^$' -bench ScriptCost
 func BenchmarkScriptCost(b *testing.B) {
 	rdb := redistest.Start(b).Client()
 	eng := New(rdb)
