@@ -28,7 +28,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"k8s.io/utils/clock"
 )
 
 // Broker runs the engine's operations against one Redis (single node or cluster).
@@ -39,11 +38,11 @@ type Broker struct {
 	// concurrent batches of different queues and operations share round trips;
 	// blocking reads never go through it.
 	fast  redis.Scripter
-	clock clock.PassiveClock
+	clock Clock
 	// rateClock, when set (tests only), replaces the Redis server's TIME as
 	// the clock of flow control's rate limits, so a test steps it as it
 	// steps clock.
-	rateClock clock.PassiveClock
+	rateClock Clock
 	// minLayout and maxLayout are the Redis layouts this Broker reads
 	// (layoutversion.go).
 	minLayout, maxLayout int
@@ -52,15 +51,22 @@ type Broker struct {
 	queues sync.Map
 }
 
+// Clock tells the engine the time. k8s.io/utils/clock's clocks satisfy it.
+type Clock interface{ Now() time.Time }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
 // Option configures a Broker.
 type Option func(*Broker)
 
 // WithClock injects the clock used for timestamps, due times and expiry.
-func WithClock(c clock.PassiveClock) Option { return func(b *Broker) { b.clock = c } }
+func WithClock(c Clock) Option { return func(b *Broker) { b.clock = c } }
 
 // New returns a Broker on rdb.
 func New(rdb redis.UniversalClient, opts ...Option) *Broker {
-	b := &Broker{rdb: rdb, fast: rdb, clock: clock.RealClock{}, minLayout: MinLayout, maxLayout: MaxLayout}
+	b := &Broker{rdb: rdb, fast: rdb, clock: realClock{}, minLayout: MinLayout, maxLayout: MaxLayout}
 	if c, ok := rdb.(interface {
 		AutoPipeline() (*redis.AutoPipeliner, error)
 	}); ok {

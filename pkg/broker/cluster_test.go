@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dtq-dev/dtq/pkg/redistest"
 )
@@ -29,7 +28,7 @@ import (
 // keys under its queue's hash tag.
 func TestScriptsOnCluster(t *testing.T) {
 	cc := redistest.StartCluster(t, 3)
-	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	clk := newFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	b := New(cc, WithClock(clk))
 	slots := map[int64]bool{}
 	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
@@ -109,7 +108,7 @@ func TestScriptsOnCluster(t *testing.T) {
 // they build is under the queue's hash tag.
 func TestFlowScriptsOnCluster(t *testing.T) {
 	cc := redistest.StartCluster(t, 3)
-	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	clk := newFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	b := New(cc, WithClock(clk))
 	fc := &FlowControl{Rate: &FlowRate{Limit: 100, Period: time.Second, Burst: 10}, MaxConcurrency: 10,
 		PerKey: KeyLimits{Concurrency: 1}, Overrides: map[string]KeyOverride{"gold": {Weight: 3}}}

@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dtq-dev/dtq/pkg/redistest"
 )
@@ -46,7 +45,7 @@ func FuzzSubmit(f *testing.F) {
 	}
 	srv := redistest.Start(f)
 	rdb := srv.Client()
-	b := New(rdb, WithClock(clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))))
+	b := New(rdb, WithClock(newFakeClock(time.Unix(1_800_000_000, 0))))
 	q := QueueRef{Namespace: "fz", Name: "q"}
 	cfg := DefaultQueueConfig()
 	cfg.MaxPayloadBytes = 1024

@@ -20,11 +20,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dtq-dev/dtq/pkg/redistest"
 )
@@ -35,7 +35,7 @@ type env struct {
 	t     *testing.T
 	b     *Broker
 	rdb   *redis.Client
-	clock *clocktesting.FakeClock
+	clock *fakeClock
 	q     QueueRef
 }
 
@@ -44,7 +44,7 @@ type env struct {
 func newEnv(t *testing.T, mutate ...func(*QueueConfig)) *env {
 	t.Helper()
 	srv := redistest.Start(t)
-	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	clk := newFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	e := &env{t: t, b: New(srv.Client(), WithClock(clk)), rdb: srv.Client(), clock: clk, q: QueueRef{Namespace: "ns", Name: "q"}}
 	cfg := DefaultQueueConfig()
 	for _, m := range mutate {
@@ -131,3 +131,26 @@ func wantCode(t *testing.T, err error, code Code) *Error {
 }
 
 func raw(s string) json.RawMessage { return json.RawMessage(s) }
+
+// fakeClock is the tests' Clock: it moves only when Step moves it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock(now time.Time) *fakeClock { return &fakeClock{now: now} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Step moves the clock by d.
+func (c *fakeClock) Step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

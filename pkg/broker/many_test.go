@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dtq-dev/dtq/pkg/redistest"
 )
@@ -39,7 +38,7 @@ func TestManyQueuesInOnePipeline(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rdb := start(t)
-			clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+			clk := newFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 			b := New(rdb, WithClock(clk))
 			var qs []QueueRef
 			var cursors []EventsCursor

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dtq-dev/dtq/pkg/redistest"
 )
@@ -256,7 +255,7 @@ func TestReplicaAckLongerThanReadTimeout(t *testing.T) {
 func TestReplicaAckFollowsQueueConfig(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	clk := newFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	b := New(srv.Client(), WithClock(clk))
 	q := replicaQueue(t, b, "q", 0)
 	submit := func() error { _, err := b.Submit(ctx, q, SubmitRequest{Type: "t"}); return err }

@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"k8s.io/utils/ptr"
 
 	"github.com/dtq-dev/dtq/internal/tracing"
 )
@@ -452,5 +451,6 @@ func requestMatches(v []any, i int) *bool {
 	if i >= len(v) || str(v[i]) == "" {
 		return nil
 	}
-	return ptr.To(str(v[i]) == "1")
+	matched := str(v[i]) == "1"
+	return &matched
 }
