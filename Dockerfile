@@ -6,7 +6,7 @@
 # non-root user 65532.
 # Override BASE_IMAGE to build from another registry, e.g. docker.io/library/golang:1.26
 ARG BASE_IMAGE=golang:1.26
-# The version (internal/version/VERSION) and the commit, for the OCI labels and
+# The version (pkg/version/VERSION) and the commit, for the OCI labels and
 # --version; make docker-build passes both (the build context has no .git).
 ARG VERSION=unknown
 ARG COMMIT=unknown
@@ -23,7 +23,7 @@ RUN go mod download
 COPY . .
 # GOARCH follows the platform being built (docker buildx --platform), else the host's.
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w -X github.com/dtq-dev/dtq/internal/version.commit=${COMMIT}" \
+    go build -trimpath -ldflags="-s -w -X github.com/dtq-dev/dtq/pkg/version.commit=${COMMIT}" \
     -o /out/ ./cmd/manager ./cmd/worker ./cmd/api
 
 FROM gcr.io/distroless/static:nonroot AS worker

@@ -1,10 +1,10 @@
 # The release (docs/upgrade.md): the version the binaries embed, and the commit
 # every build stamps into them (-dirty when tracked files differ from it).
-VERSION := $(shell cat internal/version/VERSION)
+VERSION := $(shell cat pkg/version/VERSION)
 ifndef COMMIT
 COMMIT := $(shell rev=$$(git rev-parse HEAD 2>/dev/null) && { test -z "$$(git status --porcelain --untracked-files=no)" && echo $$rev || echo $$rev-dirty; })
 endif
-LDFLAGS := -X github.com/dtq-dev/dtq/internal/version.commit=$(COMMIT)
+LDFLAGS := -X github.com/dtq-dev/dtq/pkg/version.commit=$(COMMIT)
 # The images' tag: v<VERSION>, never latest.
 IMAGE_TAG ?= v$(VERSION)
 # Image URLs used by docker-build, build-installer and deploy.

@@ -2,14 +2,14 @@
 # Copies the generated parts of config/ into the Helm chart (dist/chart): the
 # CRDs of config/crd/bases and the rules of the manager's ClusterRole
 # (config/rbac/role.yaml), and sets the chart's version and appVersion from
-# internal/version/VERSION (version 0.1.0, appVersion v0.1.0: the images'
+# pkg/version/VERSION (version 0.1.0, appVersion v0.1.0: the images'
 # tag). `make manifests` regenerates the first two; `make chart` runs this;
 # `make verify` fails when the result differs from what is committed. The rest
 # of the chart is written by hand and test/install checks it against config/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-version=$(cat internal/version/VERSION)
+version=$(cat pkg/version/VERSION)
 sed -i -e "s|^version: .*|version: $version|" -e "s|^appVersion: .*|appVersion: \"v$version\"|" dist/chart/Chart.yaml
 
 templates=dist/chart/templates

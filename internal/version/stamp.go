@@ -20,10 +20,12 @@ import (
 	"context"
 	"os/exec"
 	"strings"
+
+	sdkversion "github.com/dtq-dev/dtq/pkg/version"
 )
 
 // LinkFlag is the linker flag (for -ldflags) that stamps commit into a binary.
-func LinkFlag(commit string) string { return "-X " + modulePath + "/internal/version.commit=" + commit }
+func LinkFlag(commit string) string { return "-X " + sdkversion.CommitVar + "=" + commit }
 
 // GitCommit returns the commit checked out in the Git work tree holding dir,
 // with "-dirty" when a tracked file differs from it, as the Makefile's COMMIT

@@ -14,39 +14,22 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package version is dtq's version: the semantic version in the file VERSION
-// beside this one, embedded so that every build of the module carries it, and
-// the commit the binary was built from. Every binary prints String for
-// --version; the manager, the API and the workers report Version and Commit
-// while they run, which `kubectl dtq version` shows (docs/upgrade.md).
+// Package version is the operator's view of dtq's version (pkg/version):
+// the SDK's Version and Commit, plus what only the operator's binaries use
+// (image tags, the build-info metric, the skew policy, the link flag). Every
+// binary prints String for --version; the manager, the API and the workers
+// report Version and Commit while they run, which `kubectl dtq version` shows
+// (docs/upgrade.md).
 package version
 
-import (
-	_ "embed"
-	"fmt"
-	"runtime/debug"
-	"strings"
-)
-
-//go:embed VERSION
-var file string
+import sdkversion "github.com/dtq-dev/dtq/pkg/version"
 
 // Version is the release's semantic version without a leading "v", e.g.
-// "0.1.0". Git tags and image tags are "v" + Version (Tag).
-var Version = strings.TrimSpace(file)
+// "0.1.0" (pkg/version/VERSION). Git tags and image tags are "v" + Version (Tag).
+var Version = sdkversion.Version
 
-// commit is set at link time by the repository's builds (make build, make
-// images, the Dockerfile, the dev stack) with LinkFlag.
-var commit string
-
-// Commit is the commit the binary was built from, with "-dirty" when tracked
-// files differed from it: the link-time value, else the Go toolchain's VCS
-// stamp when dtq is the main module (a `go build` in a Git clone), else
-// "unknown".
-var Commit = func() string {
-	mainPath, settings := buildSettings()
-	return resolveCommit(commit, mainPath, settings)
-}()
+// Commit is the commit the binary was built from (pkg/version.Commit).
+var Commit = sdkversion.Commit
 
 // Info is what a component reports about its build.
 type Info struct {
@@ -66,36 +49,4 @@ func Image(name string) string { return "ghcr.io/dtq-dev/" + name + ":" + Tag() 
 
 // String is the line every binary prints for --version, e.g.
 // "dtq 0.1.0 (commit 69c6d29c...)".
-func String() string { return fmt.Sprintf("dtq %s (commit %s)", Version, Commit) }
-
-// modulePath is dtq's module: the toolchain's VCS stamp names the main
-// module's commit, which is dtq's only when dtq is the main module (not in a
-// user's worker built on pkg/worker).
-const modulePath = "github.com/dtq-dev/dtq"
-
-// buildSettings returns the main module's path and its build settings.
-func buildSettings() (string, map[string]string) {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "", nil
-	}
-	s := make(map[string]string, len(bi.Settings))
-	for _, kv := range bi.Settings {
-		s[kv.Key] = kv.Value
-	}
-	return bi.Main.Path, s
-}
-
-func resolveCommit(linked string, mainPath string, settings map[string]string) string {
-	if linked != "" {
-		return linked
-	}
-	rev := settings["vcs.revision"]
-	if mainPath != modulePath || rev == "" {
-		return "unknown"
-	}
-	if settings["vcs.modified"] == "true" {
-		rev += "-dirty"
-	}
-	return rev
-}
+func String() string { return sdkversion.String() }

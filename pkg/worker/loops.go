@@ -25,8 +25,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/broker"
+	"github.com/dtq-dev/dtq/pkg/version"
 	"github.com/dtq-dev/dtq/pkg/wait"
 )
 

@@ -31,7 +31,7 @@ import (
 )
 
 // TestCLIVersion: every binary's --version prints the same line, with the
-// version of internal/version/VERSION and the checked-out commit the suite's
+// version of pkg/version/VERSION and the checked-out commit the suite's
 // build stamped; `kubectl dtq version` prints that line for the client and
 // the API, and the build the API replica, the manager and the workers of a
 // Queue report; every authenticated user may read them; without the API it

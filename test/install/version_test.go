@@ -33,7 +33,7 @@ import (
 const dtqImages = "ghcr.io/dtq-dev/"
 
 // TestImagesPinnedToVersion: dist/install.yaml and the chart (defaults, and
-// the API on) name dtq's images by the tag of internal/version/VERSION
+// the API on) name dtq's images by the tag of pkg/version/VERSION
 // (v<version>), never latest, and the chart's version and appVersion are that
 // version.
 func TestImagesPinnedToVersion(t *testing.T) {
