@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 

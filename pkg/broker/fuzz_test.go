@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
