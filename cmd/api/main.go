@@ -51,6 +51,7 @@ import (
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
+	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
 type flags struct {
@@ -119,9 +120,9 @@ func main() {
 	if f.debug {
 		level = slog.LevelDebug
 	}
-	// JSON lines with the keys of every dtq component (internal/logging);
+	// JSON lines with the keys of every dtq component (pkg/worker.NewLogger);
 	// controller-runtime, client-go and go-redis write through the same logger.
-	log := logging.New(os.Stderr, level)
+	log := worker.NewLogger(os.Stderr, level)
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 	klog.SetLogger(logr.FromSlogHandler(log.Handler()).WithName("client-go"))
 	redis.SetLogger(logging.Printer(log))

@@ -14,51 +14,18 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package logging is dtq's log format for the binaries that log with slog (the
-// workers and the HTTP API): JSON lines on stderr with the keys time, level
-// (lowercase: debug, info, warn, error), msg and snake_case attributes. The
-// manager writes the same keys through controller-runtime's zap logger
-// (cmd/manager). Task lines carry task_id, namespace, queue and attempt
-// (docs/observability.md).
+// Package logging adapts go-redis's logger to dtq's log format, whose
+// logger is pkg/worker's NewLogger (JSON lines on stderr with the keys time,
+// level, msg and snake_case attributes). The manager writes the same keys
+// through controller-runtime's zap logger (cmd/manager). Task lines carry
+// task_id, namespace, queue and attempt (docs/observability.md).
 package logging
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"strings"
 )
-
-// EnvLevel is the level variable: debug, info (default), warn or error.
-const EnvLevel = "DTQ_LOG_LEVEL"
-
-// New returns a JSON logger writing to w at level.
-func New(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: lowerLevel}))
-}
-
-// FromEnv returns a JSON logger on stderr at the level of DTQ_LOG_LEVEL.
-func FromEnv() (*slog.Logger, error) {
-	var l slog.Level
-	if v := os.Getenv(EnvLevel); v != "" {
-		if err := l.UnmarshalText([]byte(v)); err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvLevel, err)
-		}
-	}
-	return New(os.Stderr, l), nil
-}
-
-// lowerLevel writes levels as the manager's zap logger does ("info", not "INFO").
-func lowerLevel(_ []string, a slog.Attr) slog.Attr {
-	if a.Key == slog.LevelKey {
-		if l, ok := a.Value.Any().(slog.Level); ok {
-			a.Value = slog.StringValue(strings.ToLower(l.String()))
-		}
-	}
-	return a
-}
 
 // Printer adapts log to go-redis's logger (redis.SetLogger), so that its own
 // messages (connection pool warnings) are JSON lines too, at warn.

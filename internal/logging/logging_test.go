@@ -21,46 +21,13 @@ import (
 	"encoding/json"
 	"log/slog"
 	"testing"
+
+	"github.com/dtq-dev/dtq/pkg/worker"
 )
-
-func TestJSONLines(t *testing.T) {
-	var buf bytes.Buffer
-	log := New(&buf, slog.LevelInfo)
-	log.Debug("Hidden")
-	log.Warn("Task attempt failed", "task_id", "t1", "attempt", 2)
-	var line map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
-		t.Fatalf("not one JSON line: %q: %v", buf.String(), err)
-	}
-	for k, want := range map[string]any{"level": "warn", "msg": "Task attempt failed", "task_id": "t1", "attempt": 2.0} {
-		if line[k] != want {
-			t.Errorf("%s = %v, want %v (line %s)", k, line[k], want, buf.String())
-		}
-	}
-	if _, ok := line["time"]; !ok {
-		t.Errorf("no time: %s", buf.String())
-	}
-}
-
-func TestFromEnv(t *testing.T) {
-	t.Setenv(EnvLevel, "debug")
-	log, err := FromEnv()
-	if err != nil || !log.Enabled(t.Context(), slog.LevelDebug) {
-		t.Fatalf("debug level: %v", err)
-	}
-	t.Setenv(EnvLevel, "")
-	if log, err = FromEnv(); err != nil || log.Enabled(t.Context(), slog.LevelDebug) || !log.Enabled(t.Context(), slog.LevelInfo) {
-		t.Fatalf("default level is info: %v", err)
-	}
-	t.Setenv(EnvLevel, "loud")
-	if _, err := FromEnv(); err == nil {
-		t.Fatal("an unknown level is accepted")
-	}
-}
 
 func TestPrinter(t *testing.T) {
 	var buf bytes.Buffer
-	Printer(New(&buf, slog.LevelInfo)).Printf(t.Context(), "pool: dial %s failed", "x:1")
+	Printer(worker.NewLogger(&buf, slog.LevelInfo)).Printf(t.Context(), "pool: dial %s failed", "x:1")
 	var line map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line["msg"] != "pool: dial x:1 failed" || line["level"] != "warn" || line["logger"] != "go-redis" {
 		t.Fatalf("line %q (%v)", buf.String(), err)

@@ -30,7 +30,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
 
@@ -46,7 +45,7 @@ const (
 	EnvDrainTimeout      = "DTQ_DRAIN_TIMEOUT"      // Go duration, default 30s
 	EnvWorkerID          = "DTQ_WORKER_ID"          // default $POD_NAME, else hostname-<8 hex>
 	EnvMetricsAddr       = "DTQ_METRICS_ADDR"       // default ":8080"; "0" disables
-	EnvLogLevel          = logging.EnvLevel         // debug, info (default), warn, error
+	EnvLogLevel          = "DTQ_LOG_LEVEL"          // debug, info (default), warn, error
 )
 
 // Defaults.
@@ -94,7 +93,7 @@ type Config struct {
 	Hold func() string
 
 	// Logger receives the server's logs; default slog.Default(). ConfigFromEnv
-	// sets dtq's JSON logger at DTQ_LOG_LEVEL (docs/observability.md).
+	// sets NewLogger on stderr at DTQ_LOG_LEVEL (docs/observability.md).
 	Logger *slog.Logger
 }
 
@@ -139,7 +138,7 @@ func ConfigFromEnv() (Config, error) {
 	dur(EnvVisibilityTimeout, &c.VisibilityTimeout)
 	dur(EnvHeartbeatInterval, &c.HeartbeatInterval)
 	dur(EnvDrainTimeout, &c.DrainTimeout)
-	if log, err := logging.FromEnv(); err != nil {
+	if log, err := loggerFromEnv(); err != nil {
 		errs = append(errs, err)
 	} else {
 		c.Logger = log
