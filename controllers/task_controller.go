@@ -40,8 +40,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
-	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/pkg/broker"
+	"github.com/dtq-dev/dtq/pkg/tracing"
 )
 
 // Backpressure and wait intervals of the Task controller.

@@ -46,7 +46,7 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/httpapi"
 	"github.com/dtq-dev/dtq/internal/logging"
-	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/internal/otelsetup"
 	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
@@ -135,7 +135,7 @@ func main() {
 func run(f flags, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	stopTracing, err := tracing.Setup(ctx, "dtq-api")
+	stopTracing, err := otelsetup.Setup(ctx, "dtq-api")
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
 	}

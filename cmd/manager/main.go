@@ -51,7 +51,7 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/controllers"
 	"github.com/dtq-dev/dtq/internal/logging"
-	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/internal/otelsetup"
 	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
@@ -150,7 +150,7 @@ func main() {
 	klog.SetLogger(log.WithName("client-go"))
 	redis.SetLogger(logging.Printer(slog.New(logr.ToSlogHandler(log))))
 
-	stopTracing, err := tracing.Setup(context.Background(), "dtq-manager")
+	stopTracing, err := otelsetup.Setup(context.Background(), "dtq-manager")
 	if err != nil {
 		setupLog.Error(err, "Failed to set up tracing")
 		os.Exit(1)

@@ -47,7 +47,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/delivery"
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/internal/logging"
-	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/internal/otelsetup"
 	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 	"github.com/dtq-dev/dtq/pkg/worker"
@@ -112,7 +112,7 @@ func run(delivering bool) error {
 		return err
 	}
 	redis.SetLogger(logging.Printer(cfg.Logger))
-	stopTracing, err := tracing.Setup(context.Background(), "dtq-worker")
+	stopTracing, err := otelsetup.Setup(context.Background(), "dtq-worker")
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
 	}

@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/dtq-dev/dtq/internal/apiconv"
-	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/tracing"
 )
 
 // IdempotencyKeyHeader carries a submission's idempotency key; it wins over

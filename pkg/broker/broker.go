@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Broker runs the engine's operations against one Redis (single node or cluster).
@@ -43,6 +44,8 @@ type Broker struct {
 	// the clock of flow control's rate limits, so a test steps it as it
 	// steps clock.
 	rateClock Clock
+	// tracerProvider gives the dtq.submit spans; nil for the global one.
+	tracerProvider trace.TracerProvider
 	// minLayout and maxLayout are the Redis layouts this Broker reads
 	// (layoutversion.go).
 	minLayout, maxLayout int
@@ -63,6 +66,12 @@ type Option func(*Broker)
 
 // WithClock injects the clock used for timestamps, due times and expiry.
 func WithClock(c Clock) Option { return func(b *Broker) { b.clock = c } }
+
+// WithTracerProvider sets the provider of the submissions' dtq.submit spans
+// (package tracing); by default the OpenTelemetry global one.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(b *Broker) { b.tracerProvider = tp }
+}
 
 // New returns a Broker on rdb.
 func New(rdb redis.UniversalClient, opts ...Option) *Broker {

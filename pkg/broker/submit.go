@@ -28,7 +28,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/pkg/tracing"
 )
 
 const (
@@ -217,7 +217,7 @@ func prepare(req SubmitRequest) (submitItem, error) {
 // When ctx carries a span, the call runs in one dtq.submit span and each new
 // task keeps that span's traceparent, as with Submit.
 func (b *Broker) SubmitMany(ctx context.Context, q QueueRef, reqs []SubmitRequest) ([]SubmitResult, []error, error) {
-	ctx, span := startBatchSpan(ctx, q, len(reqs))
+	ctx, span := b.startBatchSpan(ctx, q, len(reqs))
 	res, errs, err := b.submitMany(ctx, q, reqs, tracing.TraceParent(ctx))
 	endBatchSpan(span, err)
 	return res, errs, err

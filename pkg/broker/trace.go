@@ -23,7 +23,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/pkg/tracing"
 )
 
 // startSubmitSpan starts the dtq.submit span of a submission whose context
@@ -42,7 +42,7 @@ func (b *Broker) startSubmitSpan(ctx context.Context, q QueueRef, req SubmitRequ
 			return ctx, noSpan
 		}
 	}
-	return tracing.Tracer().Start(ctx, tracing.SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer),
+	return tracing.Tracer(b.tracerProvider).Start(ctx, tracing.SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "dtq"),
 			attribute.String("messaging.operation.type", "send"),
@@ -55,11 +55,11 @@ func (b *Broker) startSubmitSpan(ctx context.Context, q QueueRef, req SubmitRequ
 // requests whose context carries a span (one span for the batch: each new
 // task of it is its child); otherwise it returns ctx and a span that records
 // nothing.
-func startBatchSpan(ctx context.Context, q QueueRef, n int) (context.Context, trace.Span) {
+func (b *Broker) startBatchSpan(ctx context.Context, q QueueRef, n int) (context.Context, trace.Span) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
-	return tracing.Tracer().Start(ctx, tracing.SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer),
+	return tracing.Tracer(b.tracerProvider).Start(ctx, tracing.SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "dtq"),
 			attribute.String("messaging.operation.type", "send"),

@@ -20,7 +20,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/dtq-dev/dtq/internal/tracing"
+	"github.com/dtq-dev/dtq/pkg/tracing"
 )
 
 // What tracing adds to a Submit whose caller carries no trace context (the

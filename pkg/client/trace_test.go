@@ -30,8 +30,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/tracing"
 )
 
 // The trace context of a submission through the HTTP API reaches the

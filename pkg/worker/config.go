@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 )
@@ -91,6 +92,11 @@ type Config struct {
 	// holds while the app is not ready, answers 404 to tasks or asked to
 	// wait (Retry-After).
 	Hold func() string
+
+	// TracerProvider gives the spans of tasks that carry trace context
+	// (dtq.start, dtq.complete: package tracing); nil for OpenTelemetry's
+	// global provider.
+	TracerProvider trace.TracerProvider
 
 	// Logger receives the server's logs; default slog.Default(). ConfigFromEnv
 	// sets NewLogger on stderr at DTQ_LOG_LEVEL (docs/observability.md).

@@ -161,7 +161,7 @@ func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, 
 		s.logFor(e).Warn("Completion not recorded: the queue's Redis layout is one this worker cannot read; the task is redelivered to a newer worker")
 		return nil
 	}
-	cctx, cspan := completeSpan(spanCtx)
+	cctx, cspan := s.completeSpan(spanCtx)
 	readNext := s.readsNext()
 	err := retryConn(cctx, func(ctx context.Context) (err error) {
 		if !readNext {

@@ -157,7 +157,7 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		s.rdb = rdb
 		s.ownsRDB = true
 	}
-	s.b = broker.New(s.rdb)
+	s.b = broker.New(s.rdb, broker.WithTracerProvider(s.cfg.TracerProvider))
 	s.hostname, _ = os.Hostname()
 	return s, nil
 }

@@ -16,7 +16,7 @@ limitations under the License.
 
 package worker
 
-// Spans of a task that carries trace context (internal/tracing): dtq.start
+// Spans of a task that carries trace context (package tracing): dtq.start
 // from the task's start to its handler's return, which the handler's context
 // carries, then dtq.complete around recording the outcome. A task without
 // trace context gets no-op spans.
@@ -28,8 +28,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/pkg/broker"
+	"github.com/dtq-dev/dtq/pkg/tracing"
 )
 
 // startSpan returns a context carrying the dtq.start span of ti, a child of
@@ -39,7 +39,7 @@ func (s *Server) startSpan(ti broker.TaskInfo) (context.Context, trace.Span) {
 	if ti.TraceParent == "" {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	return tracing.Tracer().Start(tracing.WithTraceParent(ctx, ti.TraceParent), tracing.SpanStart,
+	return tracing.Tracer(s.cfg.TracerProvider).Start(tracing.WithTraceParent(ctx, ti.TraceParent), tracing.SpanStart,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "dtq"),
@@ -74,9 +74,9 @@ func endCompleteSpan(span trace.Span, state broker.State, err error) {
 }
 
 // completeSpan starts dtq.complete under ctx's dtq.start; no-op without one.
-func completeSpan(ctx context.Context) (context.Context, trace.Span) {
+func (s *Server) completeSpan(ctx context.Context) (context.Context, trace.Span) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	return tracing.Tracer().Start(ctx, tracing.SpanComplete)
+	return tracing.Tracer(s.cfg.TracerProvider).Start(ctx, tracing.SpanComplete)
 }

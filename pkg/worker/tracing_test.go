@@ -18,6 +18,7 @@ package worker_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -25,9 +26,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/redistest"
+	"github.com/dtq-dev/dtq/pkg/tracing"
 	"github.com/dtq-dev/dtq/pkg/worker"
 	"github.com/dtq-dev/dtq/pkg/worker/workertest"
 )
@@ -113,5 +114,34 @@ func TestTraceFromSubmitToHandler(t *testing.T) {
 	}
 	if ti, _ := b.GetTask(t.Context(), qref(h), res.Task.ID); ti.TraceParent != "" || len(exp.GetSpans()) != 0 {
 		t.Errorf("without trace context: stored traceparent %q, spans %v", ti.TraceParent, exp.GetSpans())
+	}
+}
+
+// The spans go to the TracerProvider the caller passes (worker.Config,
+// broker.WithTracerProvider), not to the global one.
+func TestTracerProviderFromConfig(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	rdb := redistest.Start(t).Client()
+	mux := worker.NewMux()
+	mux.HandleFunc("traced", func(context.Context, *worker.Task) (any, error) { return nil, nil })
+	h := workertest.StartServer(t, rdb, mux, workertest.Options{TracerProvider: tp})
+	b := broker.New(rdb, broker.WithTracerProvider(tp))
+
+	ctx := tracing.WithTraceParent(t.Context(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	res, err := b.Submit(ctx, qref(h), broker.SubmitRequest{Type: "traced"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := h.Wait(res.Task.ID, waitFor); st.State != "Succeeded" {
+		t.Fatalf("task %s", st.State)
+	}
+	var names []string
+	for _, s := range exp.GetSpans() {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	if want := []string{tracing.SpanComplete, tracing.SpanStart, tracing.SpanSubmit}; !slices.Equal(names, want) {
+		t.Fatalf("the given provider's spans %v, want %v", names, want)
 	}
 }

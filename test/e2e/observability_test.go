@@ -44,9 +44,9 @@ import (
 	dtqv1alpha1 "github.com/dtq-dev/dtq/api/v1alpha1"
 	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
-	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/internal/version"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/tracing"
 )
 
 // A burst with failures on Queue e2e-metrics/q (one worker), then the queue

@@ -28,9 +28,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dtq-dev/dtq/internal/tracing"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/redistest"
+	"github.com/dtq-dev/dtq/pkg/tracing"
 )
 
 // completions is a span processor that learns, from the worker SDK's own

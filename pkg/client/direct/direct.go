@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dtq-dev/dtq/internal/apiconv"
 	"github.com/dtq-dev/dtq/pkg/broker"
@@ -43,9 +44,24 @@ import (
 // coalesces concurrent submissions to a queue into one script call.
 type Producer struct{ b *broker.Broker }
 
+// Option configures a Producer.
+type Option func(*[]broker.Option)
+
+// WithTracerProvider sets the provider of the submissions' dtq.submit spans
+// (package tracing); by default the OpenTelemetry global one.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *[]broker.Option) { *o = append(*o, broker.WithTracerProvider(tp)) }
+}
+
 // New returns a Producer on rdb (pkg/redisconn builds it from the DTQ_REDIS_*
 // variables).
-func New(rdb redis.UniversalClient) *Producer { return &Producer{b: broker.New(rdb)} }
+func New(rdb redis.UniversalClient, opts ...Option) *Producer {
+	var bopts []broker.Option
+	for _, o := range opts {
+		o(&bopts)
+	}
+	return &Producer{b: broker.New(rdb, bopts...)}
+}
 
 // Queue returns a handle on queue name of namespace; it makes no call.
 func (p *Producer) Queue(namespace, name string) *Queue {

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/worker"
@@ -152,6 +153,8 @@ type Options struct {
 	WorkerID          string        // default: generated
 	Logger            *slog.Logger  // default: discard
 	Hold              func() string // worker.Config.Hold; default: never holds
+	// TracerProvider is worker.Config.TracerProvider; default the global one.
+	TracerProvider trace.TracerProvider
 }
 
 var queueSeq atomic.Int64
@@ -232,7 +235,7 @@ func StartServer(tb testing.TB, rdb redis.UniversalClient, h worker.Handler, o O
 	srv, err := worker.NewServer(worker.Config{
 		Redis: rdb, Namespace: o.Namespace, Queue: o.Queue, Concurrency: o.Concurrency,
 		VisibilityTimeout: o.VisibilityTimeout, HeartbeatInterval: o.HeartbeatInterval, DrainTimeout: o.DrainTimeout,
-		WorkerID: o.WorkerID, Logger: o.Logger, Hold: o.Hold,
+		WorkerID: o.WorkerID, Logger: o.Logger, Hold: o.Hold, TracerProvider: o.TracerProvider,
 	}, h)
 	if err != nil {
 		tb.Fatalf("workertest: %v", err)

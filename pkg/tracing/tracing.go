@@ -22,23 +22,22 @@ limitations under the License.
 // dtq.start (the handler's context carries it) and dtq.complete from it. A
 // submission without trace context stores none and starts no span.
 //
-// Spans go to the global OpenTelemetry TracerProvider. Setup installs an OTLP
-// exporter when the standard OTEL_EXPORTER_OTLP_* variables name an endpoint;
-// otherwise the global provider stays OpenTelemetry's no-op one: no exporter,
-// no goroutine, and a span costs a context value.
+// Spans go to the TracerProvider the caller passes (worker.Config,
+// broker.WithTracerProvider, direct.WithTracerProvider), by default to the
+// global one, which stays OpenTelemetry's no-op provider unless the program
+// sets another: then a span costs a context value. The package depends on
+// OpenTelemetry's API only; the operator's binaries install an OTLP exporter
+// (internal/otelsetup). Trace context travels as a W3C traceparent whatever
+// the global propagator: it is part of dtq's protocol (the API's request
+// header, the task's field in Redis).
 package tracing
 
 import (
 	"context"
 	"net/http"
-	"os"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -52,9 +51,15 @@ const (
 // propagator is W3C trace context, whatever global propagator a binary set.
 var propagator propagation.TraceContext
 
-// Tracer returns dtq's tracer from the current global provider (a tracer
-// taken once would stay with the first provider ever set).
-func Tracer() trace.Tracer { return otel.Tracer("github.com/dtq-dev/dtq") }
+// Tracer returns dtq's tracer from tp, or from the current global provider
+// when tp is nil (a tracer taken once from the global would stay with the
+// first provider ever set).
+func Tracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer("github.com/dtq-dev/dtq")
+}
 
 // TraceParent returns the W3C traceparent header value of ctx's span, or ""
 // when ctx carries no valid span context.
@@ -87,31 +92,4 @@ func FromHeader(ctx context.Context, h http.Header) context.Context {
 // context; it sets nothing when ctx carries no valid span context.
 func ToHeader(ctx context.Context, h http.Header) {
 	propagator.Inject(ctx, propagation.HeaderCarrier(h))
-}
-
-// Setup installs, when OTEL_EXPORTER_OTLP_ENDPOINT or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, a global TracerProvider that
-// batches spans to that endpoint over OTLP/HTTP (the exporter reads the other
-// OTEL_EXPORTER_OTLP_* variables; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
-// override service as usual) and the W3C propagator. Otherwise it does nothing.
-// shutdown flushes the spans not yet exported.
-func Setup(ctx context.Context, service string) (shutdown func(context.Context) error, err error) {
-	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-		return func(context.Context) error { return nil }, nil
-	}
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
-	if err != nil {
-		return nil, err
-	}
-	if env, err := resource.New(ctx, resource.WithFromEnv()); err == nil {
-		res, _ = resource.Merge(res, env)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	return tp.Shutdown, nil
 }
