@@ -51,6 +51,7 @@ import (
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
+	"github.com/dtq-dev/dtq/pkg/redisconn/redismetrics"
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
@@ -206,7 +207,7 @@ func run(f flags, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := redisconn.Instrument(rdb, reg); err != nil {
+	if err := redismetrics.Instrument(rdb, reg); err != nil {
 		return err
 	}
 	reg.MustRegister(version.BuildInfo())

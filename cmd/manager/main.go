@@ -55,6 +55,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/version"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
+	"github.com/dtq-dev/dtq/pkg/redisconn/redismetrics"
 )
 
 var (
@@ -177,7 +178,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	if err := redisconn.Instrument(rdb, ctrlmetrics.Registry); err != nil {
+	if err := redismetrics.Instrument(rdb, ctrlmetrics.Registry); err != nil {
 		setupLog.Error(err, "Failed to register Redis metrics")
 		os.Exit(1)
 	}

@@ -52,6 +52,7 @@ import (
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 	"github.com/dtq-dev/dtq/pkg/worker"
 	"github.com/dtq-dev/dtq/pkg/worker/metricsauth"
+	"github.com/dtq-dev/dtq/pkg/worker/workermetrics"
 )
 
 // usage is printed by --help; the worker's only flag is --version, the rest
@@ -108,6 +109,7 @@ func run(delivering bool) error {
 	if err != nil {
 		return err
 	}
+	cfg.Metrics = workermetrics.New()
 	if cfg.MetricsMiddleware, err = metricsauth.FromEnv(logr.FromSlogHandler(cfg.Logger.Handler())); err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ const (
 )
 
 // Config configures a Server. Zero fields take the defaults above, except
-// MetricsAddr: from code, "" serves no metrics; ConfigFromEnv defaults it to
+// MetricsAddr: from code, "" listens on nothing; ConfigFromEnv defaults it to
 // ":8080".
 type Config struct {
 	// RedisConn says how to reach Redis (URL, credentials, CA bundle). Ignored
@@ -77,8 +77,11 @@ type Config struct {
 	HeartbeatInterval time.Duration // heartbeat and in-flight touch period; must be < VisibilityTimeout
 	DrainTimeout      time.Duration // budget for in-flight handlers after Run's context ends
 
-	WorkerID    string // consumer name in the group; unique per process
-	MetricsAddr string // listen address of /metrics, /healthz and /readyz; "" or "0" disables
+	WorkerID string // consumer name in the group; unique per process
+	// Metrics receives the server's measurements (package workermetrics:
+	// Prometheus); nil measures nothing.
+	Metrics     Metrics
+	MetricsAddr string // listen address of /healthz, /readyz and Metrics' /metrics; "" or "0" disables
 	// MetricsMiddleware, when set, wraps the /metrics handler (not /healthz
 	// and /readyz, which the kubelet probes without credentials), e.g. the
 	// Kubernetes authentication of package metricsauth.

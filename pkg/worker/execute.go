@@ -56,17 +56,17 @@ func (s *Server) process(e *execution) *execution {
 
 	tm := s.metricsOf(ti.Type)
 	if !ti.AvailableAt.IsZero() {
-		tm.wait.get().Observe(max(0, startedAt.Sub(ti.AvailableAt).Seconds()))
+		tm.Wait(max(0, startedAt.Sub(ti.AvailableAt)))
 	}
-	tm.started.get().Inc()
-	s.busy.Inc()
+	tm.Started()
+	s.qm.InFlight(1)
 	out := execute(ctx, s.h, task, timeout, s.log)
 	s.mu.Lock()
 	e.returned = true
 	e.stopProgress()
 	s.mu.Unlock()
-	s.busy.Dec()
-	tm.execution.get().Observe(time.Since(startedAt).Seconds())
+	s.qm.InFlight(-1)
+	tm.Execution(time.Since(startedAt))
 
 	if out.HandBack && !s.draining() && !s.holding() {
 		out = Outcome{Err: errors.New("the handler handed the task back while its worker was neither draining nor holding its reads"), Class: ClassRetryable, Retryable: true}
@@ -76,7 +76,7 @@ func (s *Server) process(e *execution) *execution {
 		return nil
 	}
 	if out.Err != nil && !out.Cancelled {
-		tm.failed.get().Inc()
+		tm.Failed()
 	}
 	return s.record(spanCtx, span, e, ti, tm, out)
 }
@@ -152,7 +152,7 @@ func (s *Server) arm(e *execution, attempt int, cancel context.CancelCauseFunc) 
 // retrying connection errors (retryConn), and counts the state the task
 // moved to in tm. When readsNext, the completion reads the slot's next entry too
 // (CompleteNext), which record returns.
-func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, ti broker.TaskInfo, tm *typeMetrics, out Outcome) (next *execution) {
+func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, ti broker.TaskInfo, tm TaskMetrics, out Outcome) (next *execution) {
 	var state broker.State
 	x := s.execution(e)
 	bo := out.broker()
@@ -191,18 +191,18 @@ func (s *Server) record(spanCtx context.Context, span trace.Span, e *execution, 
 		return next
 	}
 	if !ti.AvailableAt.IsZero() {
-		tm.latency.get().Observe(max(0, time.Since(ti.AvailableAt).Seconds()))
+		tm.Latency(max(0, time.Since(ti.AvailableAt)))
 	}
 	switch state {
 	case broker.StateSucceeded:
-		tm.succeeded.get().Inc()
+		tm.Succeeded()
 	case broker.StateRetrying:
-		tm.retried.get().Inc()
+		tm.Retried()
 		s.pokeScheduler()
 	case broker.StateDeadLettered:
-		tm.deadLettered.get().Inc()
+		tm.DeadLettered()
 	case broker.StateCancelled:
-		tm.cancelled.get().Inc()
+		tm.Cancelled()
 	}
 	if out.Err != nil {
 		s.logFor(e).Info("Task attempt failed", "task_type", ti.Type, "class", out.Class,

@@ -197,7 +197,7 @@ func (s *Server) readsNext() bool {
 func (s *Server) notRun(d broker.Delivery, sr broker.StartResult) {
 	s.log.Debug("Entry not run", "task_id", d.TaskID, "attempt", d.Attempt, "message_id", d.MessageID, "reason", sr.Reason, "state", string(sr.Task.State))
 	if sr.Task.State == broker.StateDeadLettered {
-		s.metricsOf(sr.Task.Type).deadLettered.get().Inc()
+		s.metricsOf(sr.Task.Type).DeadLettered()
 	}
 }
 

@@ -17,59 +17,66 @@ limitations under the License.
 package worker
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+	"net/http"
+	"time"
 )
 
-// metrics are per Server, on a private registry, so several servers can run in
-// one process (tests). Labels are namespace, queue (the Queue's namespace and
-// name, as on the manager's dtq_queue_ series) and task_type: never task ids
-// or payloads. The series are listed in docs/metrics.md.
-type metrics struct {
-	reg          *prometheus.Registry
-	started      *prometheus.CounterVec
-	succeeded    *prometheus.CounterVec
-	failed       *prometheus.CounterVec
-	retried      *prometheus.CounterVec
-	deadLettered *prometheus.CounterVec
-	cancelled    *prometheus.CounterVec
-	execution    *prometheus.HistogramVec
-	wait         *prometheus.HistogramVec
-	latency      *prometheus.HistogramVec
-	inFlight     *prometheus.GaugeVec
-	slots        *prometheus.GaugeVec
+// Metrics receives a Server's measurements (Config.Metrics). Package
+// workermetrics implements it with Prometheus: the dtq_worker_* series of
+// docs/metrics.md, which the reference worker and the HTTP delivery sidecar
+// serve. A Server without Metrics measures nothing, and a program that does
+// not import workermetrics compiles no metrics library. Labels are the
+// queue's namespace and name and a task_type value from a bounded set
+// (OtherTaskTypes): never task IDs or payloads.
+type Metrics interface {
+	// Queue returns the measurements of a server's queue, which runs
+	// concurrency handlers at most; NewServer calls it once.
+	Queue(namespace, queue string, concurrency int) QueueMetrics
+	// Handler serves the measurements on /metrics at Config.MetricsAddr;
+	// nil serves no /metrics.
+	Handler() http.Handler
 }
 
-func newMetrics() *metrics {
-	reg := prometheus.NewRegistry()
-	labels := []string{"namespace", "queue", "task_type"}
-	counter := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dtq", Subsystem: "worker", Name: name, Help: help}, labels)
-	}
-	histogram := func(name, help string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "dtq", Subsystem: "worker", Name: name, Help: help,
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, labels) // 1ms .. 4.4min
-	}
-	gauge := func(name, help string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dtq", Subsystem: "worker", Name: name, Help: help},
-			[]string{"namespace", "queue"})
-	}
-	m := &metrics{
-		reg:          reg,
-		started:      counter("tasks_started_total", "Handler executions started."),
-		succeeded:    counter("tasks_succeeded_total", "Executions that ended the task Succeeded."),
-		failed:       counter("tasks_failed_total", "Executions that returned an error (whatever followed: retry, dead letter or Failed)."),
-		retried:      counter("tasks_retried_total", "Failed executions scheduled for a retry."),
-		deadLettered: counter("tasks_dead_lettered_total", "Tasks this worker moved to DeadLettered (exhausted, permanent error, or crash loop on delivery)."),
-		cancelled:    counter("tasks_cancelled_total", "Running tasks stopped by a cancel request."),
-		execution:    histogram("task_execution_seconds", "Handler execution time."),
-		wait:         histogram("task_wait_seconds", "Time from a task becoming runnable (submitted, or due when delayed or retrying) to its handler starting."),
-		latency: histogram("task_latency_seconds",
-			"Time from a task becoming runnable to the outcome of its execution being recorded: wait, execution and the completion write."),
-		inFlight: gauge("tasks_in_flight", "Handlers running now."),
-		slots:    gauge("slots", "Execution slots (the worker's concurrency)."),
-	}
-	reg.MustRegister(m.started, m.succeeded, m.failed, m.retried, m.deadLettered, m.cancelled, m.execution, m.wait,
-		m.latency, m.inFlight, m.slots, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+// QueueMetrics measures one queue's tasks.
+type QueueMetrics interface {
+	// TaskType returns the measurements of one task_type label value; the
+	// server asks once per value and keeps the answer.
+	TaskType(taskType string) TaskMetrics
+	// InFlight adds delta to the number of handlers running now.
+	InFlight(delta int)
 }
+
+// TaskMetrics measures the tasks of one task_type label value.
+type TaskMetrics interface {
+	Started()      // a handler execution started
+	Succeeded()    // an execution ended the task Succeeded
+	Failed()       // an execution returned an error, whatever followed (retry, dead letter or Failed)
+	Retried()      // a failed execution was scheduled for a retry
+	DeadLettered() // the worker moved a task to DeadLettered (exhausted, permanent error, or crash loop on delivery)
+	Cancelled()    // a running task stopped on a cancel request
+	// Wait is the time from the task becoming runnable (submitted, or due
+	// when delayed or retrying) to its handler starting.
+	Wait(d time.Duration)
+	// Execution is the handler's execution time.
+	Execution(d time.Duration)
+	// Latency is the time from the task becoming runnable to the outcome of
+	// its execution being recorded: wait, execution and the completion write.
+	Latency(d time.Duration)
+}
+
+// noMetrics measures nothing: the Server's Metrics when Config has none.
+type noMetrics struct{}
+
+func (noMetrics) Queue(string, string, int) QueueMetrics { return noMetrics{} }
+func (noMetrics) Handler() http.Handler                  { return nil }
+func (noMetrics) TaskType(string) TaskMetrics            { return noMetrics{} }
+func (noMetrics) InFlight(int)                           {}
+func (noMetrics) Started()                               {}
+func (noMetrics) Succeeded()                             {}
+func (noMetrics) Failed()                                {}
+func (noMetrics) Retried()                               {}
+func (noMetrics) DeadLettered()                          {}
+func (noMetrics) Cancelled()                             {}
+func (noMetrics) Wait(time.Duration)                     {}
+func (noMetrics) Execution(time.Duration)                {}
+func (noMetrics) Latency(time.Duration)                  {}

@@ -16,11 +16,7 @@ limitations under the License.
 
 package worker
 
-import (
-	"sync"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "sync"
 
 // OtherTaskTypes is the task_type label value shared by the task types the
 // worker has no handler for, so that submitting tasks of random types cannot
@@ -61,51 +57,14 @@ func (l *typeLabels) of(taskType string) string {
 	return OtherTaskTypes
 }
 
-// typeMetrics is the metric handles of one task_type label value of the
-// server's queue. Each is looked up on its first use, so a series appears
-// only once something happened to it (no zero-valued series of outcomes a
-// task type never had).
-type typeMetrics struct {
-	started, succeeded, failed, retried, deadLettered, cancelled lazy[prometheus.Counter]
-	execution, wait, latency                                     lazy[prometheus.Observer]
-}
-
-// lazy is a metric handle made on first use.
-type lazy[T any] struct {
-	once sync.Once
-	make func() T
-	v    T
-}
-
-func (l *lazy[T]) get() T {
-	l.once.Do(func() { l.v = l.make() })
-	return l.v
-}
-
-// bind is withLabelValues of lbl, called later.
-func bind[T any](withLabelValues func(...string) T, lbl []string) func() T {
-	return func() T { return withLabelValues(lbl...) }
-}
-
-// metricsOf returns the metric handles of taskType's label value, each looked
-// up once per value (WithLabelValues hashes and validates its values on each
-// call); the values are bounded (typeLabels), so are the handles kept.
-func (s *Server) metricsOf(taskType string) *typeMetrics {
+// metricsOf returns the measurements of taskType's label value, asked of
+// the queue's QueueMetrics once per value; the values are bounded
+// (typeLabels), so are the answers kept.
+func (s *Server) metricsOf(taskType string) TaskMetrics {
 	label := s.types.of(taskType)
 	if tm, ok := s.byType.Load(label); ok {
-		return tm.(*typeMetrics)
+		return tm.(TaskMetrics)
 	}
-	lbl := []string{s.q.Namespace, s.q.Name, label}
-	tm := &typeMetrics{}
-	tm.started.make = bind(s.m.started.WithLabelValues, lbl)
-	tm.succeeded.make = bind(s.m.succeeded.WithLabelValues, lbl)
-	tm.failed.make = bind(s.m.failed.WithLabelValues, lbl)
-	tm.retried.make = bind(s.m.retried.WithLabelValues, lbl)
-	tm.deadLettered.make = bind(s.m.deadLettered.WithLabelValues, lbl)
-	tm.cancelled.make = bind(s.m.cancelled.WithLabelValues, lbl)
-	tm.execution.make = bind(s.m.execution.WithLabelValues, lbl)
-	tm.wait.make = bind(s.m.wait.WithLabelValues, lbl)
-	tm.latency.make = bind(s.m.latency.WithLabelValues, lbl)
-	v, _ := s.byType.LoadOrStore(label, tm)
-	return v.(*typeMetrics)
+	v, _ := s.byType.LoadOrStore(label, s.qm.TaskType(label))
+	return v.(TaskMetrics)
 }

@@ -28,8 +28,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-dev/dtq/pkg/broker"
@@ -64,10 +62,10 @@ type Server struct {
 	q       broker.QueueRef
 	qname   string // q.String(), the handlers' Task.Queue
 	log     *slog.Logger
-	m       *metrics
-	busy    prometheus.Gauge // m.inFlight of this queue
-	types   *typeLabels      // task_type label values
-	byType  sync.Map         // task_type label value -> *typeMetrics (metricsOf)
+	metrics Metrics      // Config.Metrics, or noMetrics
+	qm      QueueMetrics // metrics' of q
+	types   *typeLabels  // task_type label values
+	byType  sync.Map     // task_type label value -> TaskMetrics (metricsOf)
 
 	sem chan struct{} // execution slots; a slot is held from read to completion
 
@@ -135,7 +133,6 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		q:             q,
 		qname:         q.String(),
 		log:           cfg.Logger.With("worker_id", cfg.WorkerID, "namespace", q.Namespace, "queue", q.Name),
-		m:             newMetrics(),
 		types:         newTypeLabels(h),
 		sem:           make(chan struct{}, cfg.Concurrency),
 		inflight:      map[string]*execution{},
@@ -144,8 +141,11 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		status:        StatusStarting,
 		promoteNow:    make(chan struct{}, 1),
 	}
-	s.busy = s.m.inFlight.WithLabelValues(q.Namespace, q.Name)
-	s.m.slots.WithLabelValues(q.Namespace, q.Name).Set(float64(cfg.Concurrency))
+	s.metrics = cfg.Metrics
+	if s.metrics == nil {
+		s.metrics = noMetrics{}
+	}
+	s.qm = s.metrics.Queue(q.Namespace, q.Name, cfg.Concurrency)
 	if s.rdb == nil {
 		// One blocking read, Start (reclaims)+Complete per slot, heartbeat, reclaim, scheduler, cancel poll.
 		conn := cfg.RedisConn
@@ -169,14 +169,6 @@ func (s *Server) Redis() redis.UniversalClient { return s.rdb }
 
 // WorkerID returns the consumer name.
 func (s *Server) WorkerID() string { return s.cfg.WorkerID }
-
-// Registry returns the server's private Prometheus registry.
-func (s *Server) Registry() *prometheus.Registry { return s.m.reg }
-
-// MetricsHandler serves the server's metrics in the Prometheus text format.
-func (s *Server) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{Registry: s.m.reg})
-}
 
 // Status returns the current status (starting, ready, busy, draining, stopped).
 func (s *Server) Status() string {
@@ -386,15 +378,16 @@ func (s *Server) serveMetrics() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: metrics listener: %w", err)
 	}
-	metrics := s.MetricsHandler()
-	if s.cfg.MetricsMiddleware != nil {
-		if metrics, err = s.cfg.MetricsMiddleware(metrics); err != nil {
-			_ = ln.Close()
-			return nil, fmt.Errorf("worker: metrics middleware: %w", err)
-		}
-	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics)
+	if metrics := s.metrics.Handler(); metrics != nil {
+		if s.cfg.MetricsMiddleware != nil {
+			if metrics, err = s.cfg.MetricsMiddleware(metrics); err != nil {
+				_ = ln.Close()
+				return nil, fmt.Errorf("worker: metrics middleware: %w", err)
+			}
+		}
+		mux.Handle("/metrics", metrics)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if s.Status() == StatusStopped {
 			http.Error(w, "stopped", http.StatusServiceUnavailable)

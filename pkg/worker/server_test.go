@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
@@ -35,7 +37,9 @@ import (
 	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 	"github.com/dtq-dev/dtq/pkg/worker"
+	"github.com/dtq-dev/dtq/pkg/worker/workermetrics"
 	"github.com/dtq-dev/dtq/pkg/worker/workertest"
 )
 
@@ -43,6 +47,9 @@ const waitFor = 20 * time.Second
 
 func demoServer(t *testing.T, o workertest.Options) (*workertest.Harness, *redis.Client) {
 	t.Helper()
+	if o.Metrics == nil {
+		o.Metrics = workermetrics.New()
+	}
 	rdb := redistest.Start(t).Client()
 	mux := worker.NewMux()
 	demo.Register(mux, rdb)
@@ -205,7 +212,7 @@ func TestTimeoutRetries(t *testing.T) {
 		}
 		return "ok", nil
 	})
-	h := workertest.StartServer(t, rdb, mux, workertest.Options{})
+	h := workertest.StartServer(t, rdb, mux, workertest.Options{Metrics: workermetrics.New()})
 	id := h.Submit("slow-once", nil, workertest.SubmitOptions{Timeout: 200 * time.Millisecond, MaxAttempts: 3})
 	st := h.Wait(id, waitFor)
 	if st.State != "Succeeded" || st.Attempt != 2 {
@@ -354,7 +361,7 @@ func TestMetricsNoIDsInLabels(t *testing.T) {
 func scrape(t *testing.T, h *workertest.Harness) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.Server().MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	h.Options().Metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	b, _ := io.ReadAll(rec.Body)
 	return string(b)
 }
@@ -402,5 +409,56 @@ func TestRunLeavesNoExecutors(t *testing.T) {
 	}
 	if n := executors(); n > 0 {
 		t.Fatalf("%d executor goroutines left after Run returned", n)
+	}
+}
+
+// Metrics are opt-in: without Config.Metrics the server answers /healthz and
+// /readyz but has no /metrics; with workermetrics it serves the dtq_worker_*
+// series.
+func TestMetricsEndpoint(t *testing.T) {
+	for name, tc := range map[string]struct {
+		metrics worker.Metrics
+		status  int
+	}{
+		"none":          {nil, http.StatusNotFound},
+		"workermetrics": {workermetrics.New(), http.StatusOK},
+	} {
+		t.Run(name, func(t *testing.T) {
+			addr, err := loopback.FreeAddr()
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := worker.NewServer(worker.Config{Redis: redistest.Start(t).Client(), Queue: "q", MetricsAddr: addr,
+				Metrics: tc.metrics, Logger: slog.New(slog.DiscardHandler)}, worker.NewMux())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- srv.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			get := func(path string) (int, string) {
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					resp, err := http.Get("http://" + addr + path)
+					if err == nil {
+						b, _ := io.ReadAll(resp.Body)
+						_ = resp.Body.Close()
+						return resp.StatusCode, string(b)
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("GET %s: %v", path, err)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			if code, _ := get("/healthz"); code != http.StatusOK {
+				t.Fatalf("/healthz answers %d", code)
+			}
+			code, body := get("/metrics")
+			if code != tc.status || (code == http.StatusOK && !strings.Contains(body, `dtq_worker_slots{namespace="default",queue="q"} 4`)) {
+				t.Fatalf("/metrics answers %d, want %d:\n%s", code, tc.status, body)
+			}
+		})
 	}
 }

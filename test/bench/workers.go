@@ -37,6 +37,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/delivery"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/worker"
+	"github.com/dtq-dev/dtq/pkg/worker/workermetrics"
 )
 
 // Workers: drain of a pre-submitted backlog of no-op tasks with 32 execution
@@ -72,7 +73,7 @@ func dtqQueue(ctx context.Context, rdb redis.UniversalClient, depth int, fc *bro
 // dtqServer runs a worker.Server for h until the returned stop is called.
 func dtqServer(rdb redis.UniversalClient, h worker.Handler) (stop func(), err error) {
 	srv, err := worker.NewServer(worker.Config{Redis: rdb, Namespace: workerQueue.Namespace, Queue: workerQueue.Name,
-		Concurrency: drainSlots, Logger: quietLog()}, h)
+		Concurrency: drainSlots, Logger: quietLog(), Metrics: workermetrics.New()}, h) // measured as the reference worker is
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 	"github.com/dtq-dev/dtq/pkg/worker"
 	"github.com/dtq-dev/dtq/pkg/worker/metricsauth"
+	"github.com/dtq-dev/dtq/pkg/worker/workermetrics"
 )
 
 // A worker Server with the Kubernetes middleware, against a real API server:
@@ -91,7 +92,7 @@ func TestKubernetesGuardsMetricsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := worker.NewServer(worker.Config{
-		Redis: redistest.Start(t).Client(), Namespace: "ns", Queue: "q", MetricsAddr: addr, MetricsMiddleware: mw,
+		Redis: redistest.Start(t).Client(), Namespace: "ns", Queue: "q", MetricsAddr: addr, Metrics: workermetrics.New(), MetricsMiddleware: mw,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}, worker.NewMux())
 	if err != nil {

@@ -155,6 +155,8 @@ type Options struct {
 	Hold              func() string // worker.Config.Hold; default: never holds
 	// TracerProvider is worker.Config.TracerProvider; default the global one.
 	TracerProvider trace.TracerProvider
+	// Metrics is worker.Config.Metrics; default none.
+	Metrics worker.Metrics
 }
 
 var queueSeq atomic.Int64
@@ -235,7 +237,7 @@ func StartServer(tb testing.TB, rdb redis.UniversalClient, h worker.Handler, o O
 	srv, err := worker.NewServer(worker.Config{
 		Redis: rdb, Namespace: o.Namespace, Queue: o.Queue, Concurrency: o.Concurrency,
 		VisibilityTimeout: o.VisibilityTimeout, HeartbeatInterval: o.HeartbeatInterval, DrainTimeout: o.DrainTimeout,
-		WorkerID: o.WorkerID, Logger: o.Logger, Hold: o.Hold, TracerProvider: o.TracerProvider,
+		WorkerID: o.WorkerID, Logger: o.Logger, Hold: o.Hold, TracerProvider: o.TracerProvider, Metrics: o.Metrics,
 	}, h)
 	if err != nil {
 		tb.Fatalf("workertest: %v", err)

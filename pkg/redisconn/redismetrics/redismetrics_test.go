@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package redisconn_test
+package redismetrics_test
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/pkg/redisconn"
+	"github.com/dtq-dev/dtq/pkg/redisconn/redismetrics"
 	"github.com/dtq-dev/dtq/pkg/redistest"
 	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
@@ -38,7 +38,7 @@ func TestInstrument(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer rdb.Close()
 	reg := prometheus.NewRegistry()
-	if err := redisconn.Instrument(rdb, reg); err != nil {
+	if err := redismetrics.Instrument(rdb, reg); err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
@@ -69,7 +69,7 @@ func TestInstrument(t *testing.T) {
 	down := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer down.Close()
 	downReg := prometheus.NewRegistry()
-	if err := redisconn.Instrument(down, downReg); err != nil {
+	if err := redismetrics.Instrument(down, downReg); err != nil {
 		t.Fatal(err)
 	}
 	down.Get(ctx, "k")
@@ -79,7 +79,7 @@ func TestInstrument(t *testing.T) {
 	slow := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	defer slow.Close()
 	slowReg := prometheus.NewRegistry()
-	if err := redisconn.Instrument(slow, slowReg); err != nil {
+	if err := redismetrics.Instrument(slow, slowReg); err != nil {
 		t.Fatal(err)
 	}
 	slow.Eval(ctx, `local t = redis.call("TIME")

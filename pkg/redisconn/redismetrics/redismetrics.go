@@ -14,7 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package redisconn
+// Package redismetrics measures a go-redis client's commands on Prometheus
+// (docs/metrics.md), for the manager and the API server.
+package redismetrics
 
 import (
 	"context"
