@@ -19,9 +19,9 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/dtq-dev/dtq/internal/apiconv"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/client/apiconv"
 )
 
 // listDeadLetters answers up to ?limit= (1..500, 50) entries, newest first,

@@ -26,9 +26,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/apiconv"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/client/apiconv"
 )
 
 // The request decoders answer any body with a task or a documented 4xx:

@@ -20,8 +20,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/apiconv"
 	"github.com/dtq-dev/dtq/pkg/broker"
+	"github.com/dtq-dev/dtq/pkg/client/apiconv"
 )
 
 // queueHistory answers the queue's history (broker.History), oldest first:

@@ -21,9 +21,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/apiconv"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/client/apiconv"
 )
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, q broker.QueueRef) {

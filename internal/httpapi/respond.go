@@ -32,8 +32,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/apiconv"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/client/apiconv"
 )
 
 // RequestIDHeader is echoed when the client sends it (up to 128 printable

@@ -23,9 +23,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/apiconv"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/client/apiconv"
 	"github.com/dtq-dev/dtq/pkg/tracing"
 )
 

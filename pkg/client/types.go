@@ -44,7 +44,7 @@ const (
 // TaskStatuses lists every TaskStatus in lifecycle order: the one list of a
 // task's states. The engine's states, the Task resource's, the CLI's
 // --state, the API's ?status= and its OpenAPI enum, and the console use
-// these values (internal/apiconv's TestOneListOfTaskStates checks the
+// these values (internal/httpapi's TestOneListOfTaskStates checks the
 // copies that cannot import it: the CRD enum marker, openapi.yaml and the
 // console's script).
 var TaskStatuses = []TaskStatus{StatusPending, StatusQueued, StatusRunning, StatusRetrying,

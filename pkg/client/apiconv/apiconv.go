@@ -15,8 +15,10 @@ limitations under the License.
 */
 
 // Package apiconv converts between the HTTP API's documents (pkg/client) and
-// the engine's types (pkg/broker). The HTTP API and the direct-Redis
-// producer both use it, so a submission means the same through either.
+// the engine's types (pkg/broker). The HTTP API server and the direct-Redis
+// producer (pkg/client/direct) both use it, so a submission means the same
+// through either; it is public only so that the operator's API server can
+// import it.
 package apiconv
 
 import (
