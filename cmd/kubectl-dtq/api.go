@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/kubeauth"
 )
 
 // EnvAPIURL names the HTTP API's base URL when --api-url is not given.
@@ -94,7 +95,7 @@ func (c *cli) kubeconfigPath() string {
 // --api-token or --api-token-file as given; else tokens for --api-audience
 // requested with the TokenRequest API for the ServiceAccount the kubeconfig's
 // user (with --context, --user, --token ... applied) is, which fails with
-// client.ErrNotServiceAccount for another user (see apiTokenHint); else, with
+// kubeauth.ErrNotServiceAccount for another user (see apiTokenHint); else, with
 // --api-audience empty, the kubeconfig user's own token, token file or exec
 // plugin (a client certificate cannot authenticate; the error says so).
 func (c *cli) apiCredentials() ([]client.Option, error) {
@@ -111,15 +112,15 @@ func (c *cli) apiCredentials() ([]client.Option, error) {
 		return nil, err
 	}
 	if c.api.audience == "" {
-		return []client.Option{client.WithRESTConfig(cfg)}, nil
+		return []client.Option{kubeauth.WithRESTConfig(cfg)}, nil
 	}
-	return []client.Option{client.WithTokenRequest(cfg, "", "", c.api.audience)}, nil
+	return []client.Option{kubeauth.WithTokenRequest(cfg, "", "", c.api.audience)}, nil
 }
 
 // apiTokenHint says how to get a token for the API when the kubeconfig's
 // user is not a ServiceAccount (a person with a client certificate or OIDC).
 func apiTokenHint(err error) string {
-	if !errors.Is(err, client.ErrNotServiceAccount) {
+	if !errors.Is(err, kubeauth.ErrNotServiceAccount) {
 		return ""
 	}
 	return "the dtq HTTP API accepts tokens of a ServiceAccount for its audience: give one with " +

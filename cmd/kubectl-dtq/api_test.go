@@ -22,7 +22,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/kubeauth"
 )
 
 // --api-token and --api-token-file exclude each other; the hint for a user
@@ -33,7 +33,7 @@ func TestAPICredentialsAndHint(t *testing.T) {
 	if _, err := c.apiCredentials(); err == nil || !strings.Contains(err.Error(), "not both") {
 		t.Errorf("--api-token with --api-token-file: %v, want an error", err)
 	}
-	err := fmt.Errorf("queue stats: %w", client.ErrNotServiceAccount)
+	err := fmt.Errorf("queue stats: %w", kubeauth.ErrNotServiceAccount)
 	if h := apiTokenHint(err); !strings.Contains(h, `--api-token "$(kubectl -n NAMESPACE create token SERVICEACCOUNT --audience dtq-api)"`) {
 		t.Errorf("hint %q", h)
 	}

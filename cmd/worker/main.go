@@ -49,9 +49,9 @@ import (
 	"github.com/dtq-dev/dtq/internal/logging"
 	"github.com/dtq-dev/dtq/internal/otelsetup"
 	"github.com/dtq-dev/dtq/internal/version"
+	"github.com/dtq-dev/dtq/pkg/kubeauth/metricsauth"
 	"github.com/dtq-dev/dtq/pkg/redisconn"
 	"github.com/dtq-dev/dtq/pkg/worker"
-	"github.com/dtq-dev/dtq/pkg/worker/metricsauth"
 	"github.com/dtq-dev/dtq/pkg/worker/workermetrics"
 )
 

@@ -25,8 +25,6 @@ import (
 	"sync"
 	"testing"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/dtq-dev/dtq/pkg/client"
 )
 
@@ -95,43 +93,5 @@ func TestTokenSources(t *testing.T) {
 	list(t, c)
 	if got := srv.last(); got != "rotated-token" {
 		t.Fatalf("rotated token sent as %q", got)
-	}
-
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	write := func(user string) {
-		t.Helper()
-		cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://example.invalid'}}]\n" +
-			"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: " + user + "}]\n"
-		if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("{token: from-kubeconfig}")
-	c, err = client.New(srv.URL, client.WithKubeconfig(kubeconfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	list(t, c)
-	if got := srv.last(); got != "from-kubeconfig" {
-		t.Fatalf("kubeconfig token sent as %q", got)
-	}
-	write("{client-certificate-data: AAAA, client-key-data: AAAA}")
-	if _, err := client.New(srv.URL, client.WithKubeconfig(kubeconfig)); err == nil || !strings.Contains(err.Error(), "no token") {
-		t.Fatalf("a kubeconfig with a client certificate only: %v, want an error saying it has no token", err)
-	}
-
-	// A client-go configuration (a kubectl plugin's, with its flags
-	// applied): its token, not its host.
-	c, err = client.New(srv.URL, client.WithRESTConfig(&rest.Config{Host: "https://example.invalid", BearerToken: "from-rest-config"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	list(t, c)
-	if got := srv.last(); got != "from-rest-config" {
-		t.Fatalf("rest.Config token sent as %q", got)
-	}
-	certOnly := &rest.Config{Host: "https://example.invalid", TLSClientConfig: rest.TLSClientConfig{CertData: []byte("A"), KeyData: []byte("A")}}
-	if _, err := client.New(srv.URL, client.WithRESTConfig(certOnly)); err == nil || !strings.Contains(err.Error(), "client certificate cannot authenticate") {
-		t.Fatalf("a rest.Config with a client certificate only: %v, want an error saying it cannot authenticate", err)
 	}
 }

@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
-	"k8s.io/client-go/rest"
 )
 
 // Client talks to one dtq HTTP API. It is safe for concurrent use and keeps
@@ -44,10 +43,9 @@ type Client struct {
 type Option func(*options) error
 
 type options struct {
-	hc         *http.Client
-	token      tokenSource
-	kubeconfig *string
-	restConfig *rest.Config
+	hc    *http.Client
+	token TokenSource
+	wrap  func(http.RoundTripper) (http.RoundTripper, error)
 }
 
 // WithToken authenticates with a fixed bearer token.
@@ -71,41 +69,18 @@ func WithTokenFile(path string) Option {
 	return func(o *options) error { o.token = &fileToken{path: path}; return nil }
 }
 
-// WithTokenRequest authenticates with tokens for audience (DefaultAudience
-// when empty) that the client requests itself with the TokenRequest API of
-// the Kubernetes API server of cfg, as `kubectl create token --audience`
-// does: tokens of ServiceAccount namespace/serviceAccount, or, when both are
-// empty, of the ServiceAccount cfg authenticates as (found with a
-// SelfSubjectReview; any other user is ErrNotServiceAccount). cfg's user
-// needs create on serviceaccounts/token of that ServiceAccount. Each token
-// is asked for an hour and requested anew once 80% of its lifetime has
-// passed or the API has answered 401 to it, on the first request that needs
-// it.
-func WithTokenRequest(cfg *rest.Config, namespace, serviceAccount, audience string) Option {
-	return func(o *options) (err error) {
-		o.token, err = newRequestedToken(cfg, namespace, serviceAccount, audience)
-		return err
-	}
+// WithTokenSource authenticates with the tokens of src, asked for each
+// request (package kubeauth's TokenRequest requests them from Kubernetes).
+func WithTokenSource(src TokenSource) Option {
+	return func(o *options) error { o.token = src; return nil }
 }
 
-// WithKubeconfig authenticates as the current user of a kubeconfig: path, or
-// when empty the default rules (KUBECONFIG, then ~/.kube/config), with the
-// user's own credentials: a token, a token file or an exec or auth-provider
-// plugin that yields one (the API accepts no client certificates). Those are
-// tokens for the Kubernetes API server, which the dtq API accepts only when
-// started with --token-audiences= (empty); with its default audience, load
-// the kubeconfig and use WithTokenRequest.
-func WithKubeconfig(path string) Option {
-	return func(o *options) error { o.kubeconfig = &path; return nil }
-}
-
-// WithRESTConfig authenticates as the user of a client-go configuration (a
-// kubeconfig loaded with its context, user and flag overrides, as kubectl
-// plugins do), as WithKubeconfig does: with its own token, token file or
-// plugin, for an API started with --token-audiences= (empty). Only its
-// credentials are used, not its host or TLS settings.
-func WithRESTConfig(cfg *rest.Config) Option {
-	return func(o *options) error { o.restConfig = cfg; return nil }
+// WithTransport authenticates with wrap, which wraps the client's transport
+// (base) to add the credentials; New calls it once. Package kubeauth's
+// WithKubeconfig and WithRESTConfig wrap it with client-go's authentication.
+// A token option (WithToken, WithTokenFile, WithTokenSource) wins over it.
+func WithTransport(wrap func(base http.RoundTripper) (http.RoundTripper, error)) Option {
+	return func(o *options) error { o.wrap = wrap; return nil }
 }
 
 // WithHTTPClient sends requests with hc (for its TLS settings or proxy, say).

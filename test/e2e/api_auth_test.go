@@ -33,6 +33,7 @@ import (
 	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/kubeauth"
 	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
 
@@ -144,11 +145,11 @@ func TestAPIWithTheDevKubeconfig(t *testing.T) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", single.stack.Kubeconfig)
 	must(t, err)
 	validated := dtqclient.WithHTTPClient(&http.Client{Transport: apitest.Transport(t, nil)})
-	c, err := dtqclient.New(strings.TrimSpace(string(url)), dtqclient.WithTokenRequest(cfg, "", "", dtqclient.DefaultAudience), validated)
+	c, err := dtqclient.New(strings.TrimSpace(string(url)), kubeauth.WithTokenRequest(cfg, "", "", dtqclient.DefaultAudience), validated)
 	must(t, err)
 	ns := single.namespace(t, "api-kubeconfig")
 	apiQueue(t, ns, "q", nil)
-	own, err := dtqclient.New(single.stack.APIURL, dtqclient.WithKubeconfig(single.stack.Kubeconfig), validated)
+	own, err := dtqclient.New(single.stack.APIURL, kubeauth.WithKubeconfig(single.stack.Kubeconfig), validated)
 	must(t, err)
 	if _, err := own.Queue(ns, "q").Stats(t.Context()); !errors.Is(err, dtqclient.ErrUnauthorized) {
 		t.Errorf("the kubeconfig's own token: %v, want UNAUTHORIZED", err)

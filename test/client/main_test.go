@@ -36,9 +36,11 @@ import (
 	"github.com/dtq-dev/dtq/pkg/worker"
 )
 
-// The tests and examples share one redis-server and one in-process API
-// server (auth off: the end-to-end tests in test/e2e cover Kubernetes auth
-// on the real API process). Queue shop/emails has a worker whose handlers
+// These tests of pkg/client run against the real API server (the
+// operator's internal/httpapi, hence in the operator's module); they
+// and the examples share one redis-server and one in-process API server (auth
+// off: the end-to-end tests in test/e2e cover Kubernetes auth on the real
+// API process). Queue shop/emails has a worker whose handlers
 // are echo (returns its payload), fail (fails for good), sleep (sleeps
 // the payload's seconds) and trace (returns its context's span context);
 // queue shop/idle has none.

@@ -34,11 +34,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 	"github.com/dtq-dev/dtq/pkg/redistest"
 	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 	"github.com/dtq-dev/dtq/pkg/worker"
-	"github.com/dtq-dev/dtq/pkg/worker/metricsauth"
+	"github.com/dtq-dev/dtq/pkg/kubeauth/metricsauth"
 	"github.com/dtq-dev/dtq/pkg/worker/workermetrics"
 )
 
@@ -47,7 +46,7 @@ import (
 // to GET /metrics, 200 to one that is; the probes stay open. The envtest
 // API server answers TokenReview and SubjectAccessReview like a cluster's.
 func TestKubernetesGuardsMetricsOnly(t *testing.T) {
-	env := &envtest.Environment{BinaryAssetsDirectory: envtestutil.AssetsDir()}
+	env := &envtest.Environment{} // its binaries from KUBEBUILDER_ASSETS, as make test sets it
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)

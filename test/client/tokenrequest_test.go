@@ -31,21 +31,56 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/dtq-dev/dtq/internal/httpapi"
 	"github.com/dtq-dev/dtq/internal/testutil/envtestutil"
 	"github.com/dtq-dev/dtq/pkg/client"
+	"github.com/dtq-dev/dtq/pkg/kubeauth"
 )
 
-// WithTokenRequest against a real API server (envtest): the tokens it
+// kubeauth.WithTokenRequest against a real API server (envtest): the tokens it
 // requests are for the dtq API's audience, which an API with
 // KubernetesAuth{Audiences: dtq-api} accepts and the Kubernetes API server
 // itself does not; a ServiceAccount's kubeconfig requests tokens of itself;
-// a user who is not a ServiceAccount gets ErrNotServiceAccount; a token is
-// held until 80% of its lifetime has passed.
+// a user who is not a ServiceAccount gets ErrNotServiceAccount; a token the
+// API refuses is dropped. (pkg/kubeauth's TestRequestedTokenRenewal: a
+// token is held until 80% of its lifetime has passed.)
+// tokenRecorder is an API stand-in that records the bearer token of each
+// request and answers an empty queue list.
+type tokenRecorder struct {
+	*httptest.Server
+	mu     sync.Mutex
+	tokens []string
+}
+
+func newTokenRecorder(t *testing.T) *tokenRecorder {
+	r := &tokenRecorder{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.tokens = append(r.tokens, strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer "))
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"queues":[]}`))
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *tokenRecorder) last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tokens[len(r.tokens)-1]
+}
+
+func list(t *testing.T, c *client.Client) {
+	t.Helper()
+	if _, err := c.Queues(t.Context(), "ns"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestWithTokenRequest(t *testing.T) {
 	env := &envtest.Environment{BinaryAssetsDirectory: envtestutil.AssetsDir()}
 	admin, err := env.Start()
@@ -115,11 +150,11 @@ func TestWithTokenRequest(t *testing.T) {
 	}
 
 	// A named ServiceAccount, by the admin: its token is for dtq-api only.
-	if err := listQueues(client.WithTokenRequest(admin, "default", "checkout", "")); err != nil {
+	if err := listQueues(kubeauth.WithTokenRequest(admin, "default", "checkout", "")); err != nil {
 		t.Fatalf("a requested token of default/checkout: %v", err)
 	}
 	rec := newTokenRecorder(t)
-	c, err := client.New(rec.URL, client.WithTokenRequest(admin, "default", "checkout", ""))
+	c, err := client.New(rec.URL, kubeauth.WithTokenRequest(admin, "default", "checkout", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,35 +190,16 @@ func TestWithTokenRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	self := &rest.Config{Host: admin.Host, BearerToken: selfTok.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: admin.CAData}}
-	if err := listQueues(client.WithTokenRequest(self, "", "", client.DefaultAudience)); err != nil {
+	if err := listQueues(kubeauth.WithTokenRequest(self, "", "", client.DefaultAudience)); err != nil {
 		t.Fatalf("a requested token of the kubeconfig's ServiceAccount: %v", err)
 	}
 	// It may not request another's.
-	if err := listQueues(client.WithTokenRequest(self, "default", "checkout", "")); err == nil || !strings.Contains(err.Error(), "forbidden") {
+	if err := listQueues(kubeauth.WithTokenRequest(self, "default", "checkout", "")); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("default/self requesting default/checkout's token: %v, want forbidden", err)
 	}
 	// envtest's admin has a client certificate: not a ServiceAccount.
-	if err := listQueues(client.WithTokenRequest(admin, "", "", "")); !errors.Is(err, client.ErrNotServiceAccount) {
+	if err := listQueues(kubeauth.WithTokenRequest(admin, "", "", "")); !errors.Is(err, kubeauth.ErrNotServiceAccount) {
 		t.Errorf("a client-certificate user: %v, want ErrNotServiceAccount", err)
-	}
-
-	// Held until 80% of its hour, then requested anew.
-	clk := clocktesting.NewFakePassiveClock(time.Now())
-	c, err = client.New(rec.URL, client.WithTokenRequest(admin, "default", "checkout", ""), client.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	list(t, c)
-	first := rec.last()
-	clk.SetTime(clk.Now().Add(47 * time.Minute))
-	list(t, c)
-	if rec.last() != first {
-		t.Error("a token was requested anew before 80% of its lifetime")
-	}
-	clk.SetTime(clk.Now().Add(2 * time.Minute))
-	list(t, c)
-	if rec.last() == first {
-		t.Error("the token was not requested anew after 80% of its lifetime")
 	}
 
 	// A token the API refuses (401) is dropped: the next request has a new one.
@@ -205,7 +221,7 @@ func TestWithTokenRequest(t *testing.T) {
 		_, _ = w.Write([]byte(`{"queues":[]}`))
 	}))
 	t.Cleanup(refuseFirst.Close)
-	c, err = client.New(refuseFirst.URL, client.WithTokenRequest(admin, "default", "checkout", ""))
+	c, err = client.New(refuseFirst.URL, kubeauth.WithTokenRequest(admin, "default", "checkout", ""))
 	if err != nil {
 		t.Fatal(err)
 	}

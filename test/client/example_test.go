@@ -29,8 +29,8 @@ import (
 // In a pod, authenticate as the pod's ServiceAccount with a projected token
 // for the API's audience (docs/api.md, "Token audiences"); the kubelet
 // rotates it in place and the client reads it again when it changes.
-// Outside the cluster use WithTokenRequest or WithToken.
-func ExampleNew() {
+// Outside the cluster use kubeauth.WithTokenRequest or WithToken.
+func Example_new() {
 	c, err := client.New("https://dtq-api.dtq-system.svc", client.WithTokenFile(client.APITokenFile))
 	if err != nil {
 		log.Fatal(err)
@@ -40,7 +40,7 @@ func ExampleNew() {
 
 // A second submission with the key of a task that has not finished is
 // refused with the task's ID; once it has finished, the same key replays it.
-func ExampleQueue_Submit() {
+func Example_queueSubmit() {
 	ctx := context.Background()
 	c, err := client.New(serverURL)
 	if err != nil {
@@ -65,7 +65,7 @@ func ExampleQueue_Submit() {
 
 // Wait follows the queue's events until the task has finished, then returns
 // it with its result.
-func ExampleQueue_Wait() {
+func Example_queueWait() {
 	c, err := client.New(serverURL)
 	if err != nil {
 		log.Fatal(err)
@@ -87,7 +87,7 @@ func ExampleQueue_Wait() {
 
 // A batch answers each task as a single submission at its place would be
 // answered: here a new task, a duplicate key in flight and a bad priority.
-func ExampleQueue_SubmitBatch() {
+func Example_queueSubmitBatch() {
 	ctx := context.Background()
 	c, err := client.New(serverURL)
 	if err != nil {
@@ -120,7 +120,7 @@ func ExampleQueue_SubmitBatch() {
 
 // Events follows a queue's lifecycle events; it reconnects by itself and
 // resumes after the last event it returned.
-func ExampleQueue_Events() {
+func Example_queueEvents() {
 	c, err := client.New(serverURL)
 	if err != nil {
 		log.Fatal(err)

@@ -14,11 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package client
+package kubeauth
 
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -30,7 +31,33 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/dtq-dev/dtq/pkg/client"
 )
+
+// WithTokenRequest authenticates with tokens for audience
+// (client.DefaultAudience when empty) that the client requests itself with
+// the TokenRequest API of the Kubernetes API server of cfg, as `kubectl
+// create token --audience` does: tokens of ServiceAccount
+// namespace/serviceAccount, or, when both are empty, of the ServiceAccount
+// cfg authenticates as (found with a SelfSubjectReview; any other user is
+// ErrNotServiceAccount). cfg's user needs create on serviceaccounts/token of
+// that ServiceAccount. Each token is asked for an hour and requested anew
+// once 80% of its lifetime has passed or the API has answered 401 to it, on
+// the first request that needs it. New returns the error of a wrong
+// namespace/serviceAccount pair or of cfg.
+func WithTokenRequest(cfg *rest.Config, namespace, serviceAccount, audience string) client.Option {
+	src, err := TokenRequest(cfg, namespace, serviceAccount, audience)
+	if err != nil {
+		return client.WithTransport(func(http.RoundTripper) (http.RoundTripper, error) { return nil, err })
+	}
+	return client.WithTokenSource(src)
+}
+
+// TokenRequest returns WithTokenRequest's client.TokenSource.
+func TokenRequest(cfg *rest.Config, namespace, serviceAccount, audience string) (client.TokenSource, error) {
+	return newRequestedToken(cfg, namespace, serviceAccount, audience)
+}
 
 // requestTTL is the lifetime WithTokenRequest asks of each token (the API
 // server may grant less).
@@ -53,28 +80,28 @@ type requestedToken struct {
 
 func newRequestedToken(cfg *rest.Config, namespace, name, audience string) (*requestedToken, error) {
 	if (namespace == "") != (name == "") {
-		return nil, fmt.Errorf("client: WithTokenRequest needs both the ServiceAccount's namespace and name, or neither (got %q and %q)", namespace, name)
+		return nil, fmt.Errorf("kubeauth: WithTokenRequest needs both the ServiceAccount's namespace and name, or neither (got %q and %q)", namespace, name)
 	}
 	if audience == "" {
-		audience = DefaultAudience
+		audience = client.DefaultAudience
 	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("client: WithTokenRequest: %w", err)
+		return nil, fmt.Errorf("kubeauth: WithTokenRequest: %w", err)
 	}
 	core, err := corev1client.NewForConfigAndClient(cfg, hc)
 	if err != nil {
-		return nil, fmt.Errorf("client: WithTokenRequest: %w", err)
+		return nil, fmt.Errorf("kubeauth: WithTokenRequest: %w", err)
 	}
 	authn, err := authenticationv1client.NewForConfigAndClient(cfg, hc)
 	if err != nil {
-		return nil, fmt.Errorf("client: WithTokenRequest: %w", err)
+		return nil, fmt.Errorf("kubeauth: WithTokenRequest: %w", err)
 	}
 	return &requestedToken{accounts: core, reviews: authn, audience: audience, clock: clock.RealClock{},
 		namespace: namespace, name: name}, nil
 }
 
-func (r *requestedToken) token(ctx context.Context) (string, error) {
+func (r *requestedToken) Token(ctx context.Context) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
@@ -90,7 +117,7 @@ func (r *requestedToken) token(ctx context.Context) (string, error) {
 		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{r.audience}, ExpirationSeconds: ptr.To(int64(requestTTL.Seconds()))},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("client: request a token of ServiceAccount %s/%s for audience %q (create serviceaccounts/token): %w",
+		return "", fmt.Errorf("kubeauth: request a token of ServiceAccount %s/%s for audience %q (create serviceaccounts/token): %w",
 			r.namespace, r.name, r.audience, err)
 	}
 	life := tr.Status.ExpirationTimestamp.Sub(now)
@@ -106,7 +133,7 @@ func (r *requestedToken) token(ctx context.Context) (string, error) {
 func (r *requestedToken) whoAmI(ctx context.Context) error {
 	ssr, err := r.reviews.SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("client: who the kubeconfig's user is (SelfSubjectReview): %w", err)
+		return fmt.Errorf("kubeauth: who the kubeconfig's user is (SelfSubjectReview): %w", err)
 	}
 	user := ssr.Status.UserInfo.Username
 	parts := strings.Split(strings.TrimPrefix(user, "system:serviceaccount:"), ":")
@@ -117,9 +144,9 @@ func (r *requestedToken) whoAmI(ctx context.Context) error {
 	return nil
 }
 
-// forget drops tok if it is the token held, so the next request asks for a
+// Forget drops tok if it is the token held, so the next request asks for a
 // new one.
-func (r *requestedToken) forget(tok string) {
+func (r *requestedToken) Forget(tok string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.value == tok {
