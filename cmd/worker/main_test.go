@@ -33,7 +33,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-dev/dtq/internal/demo"
-	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/chaoscheck"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/redistest"
@@ -78,7 +77,7 @@ func workerBinary(t *testing.T) string {
 
 type proc struct {
 	cmd    *exec.Cmd
-	out    *testutil.SyncBuffer
+	out    *redistest.SyncBuffer
 	exited chan struct{}
 	err    error
 }
@@ -99,7 +98,7 @@ func startWorker(t *testing.T, srv *redistest.Server, o workertest.Options, id s
 		"DTQ_METRICS_ADDR=0",
 	)
 	cmd.Env = append(cmd.Env, extra...)
-	p := &proc{cmd: cmd, out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &redistest.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -29,7 +29,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-dev/dtq/internal/httpapi"
-	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/client"
@@ -56,7 +55,7 @@ func TestBatchAnswersPerItemAfterAPartialCommit(t *testing.T) {
 	b := broker.New(rdb)
 	q := broker.QueueRef{Namespace: "ns", Name: "q"}
 	must(t, b.EnsureQueue(ctx, q, broker.DefaultQueueConfig()))
-	fault := &testutil.ScriptHook{After: 1, Before: func() {
+	fault := &redistest.ScriptHook{After: 1, Before: func() {
 		must(t, admin.Do(ctx, "ACL", "SETUSER", "api", "-@scripting").Err())
 	}}
 	rdb.AddHook(fault)

@@ -25,7 +25,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/testutil"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 )
 
 // SubmitMany keeps request order across its script calls of 128: a key
@@ -70,7 +70,7 @@ func TestSubmitManyKeepsOrder(t *testing.T) {
 func TestSubmitManyFindsTasksOfALostAnswer(t *testing.T) {
 	e := newEnv(t)
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
-	e.rdb.AddHook(&testutil.ScriptHook{After: 1, Result: func(redis.Cmder) error { return reset }})
+	e.rdb.AddHook(&redistest.ScriptHook{After: 1, Result: func(redis.Cmder) error { return reset }})
 	reqs := make([]SubmitRequest, 300)
 	for i := range reqs {
 		reqs[i] = SubmitRequest{Type: "demo"}
@@ -99,7 +99,7 @@ func TestSubmitManyFindsTasksOfALostAnswer(t *testing.T) {
 func TestSubmitManyStopsAtACancelledContext(t *testing.T) {
 	e := newEnv(t)
 	cctx, cancel := context.WithCancel(ctx)
-	e.rdb.AddHook(&testutil.ScriptHook{Result: func(redis.Cmder) error { cancel(); return nil }})
+	e.rdb.AddHook(&redistest.ScriptHook{Result: func(redis.Cmder) error { cancel(); return nil }})
 	reqs := make([]SubmitRequest, 200)
 	for i := range reqs {
 		reqs[i] = SubmitRequest{Type: "demo"}

@@ -36,7 +36,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 	"github.com/dtq-dev/dtq/pkg/redistest/rediscluster"
 )
@@ -49,7 +48,7 @@ type Server struct {
 
 	t      testing.TB
 	cmd    *exec.Cmd
-	stderr *testutil.SyncBuffer
+	stderr *SyncBuffer
 
 	tls *tls.Config // nil: plain TCP
 
@@ -174,7 +173,7 @@ func launch(bin string, lead, extra []string, ca *TLS) (*Server, chan struct{}, 
 		args = append(args, "--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning")
 		args = append(args, extra...)
 		cmd := exec.Command(bin, args...)
-		stderr := &testutil.SyncBuffer{}
+		stderr := &SyncBuffer{}
 		cmd.Stdout = stderr
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {

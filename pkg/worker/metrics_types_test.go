@@ -22,7 +22,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/pkg/worker/workertest"
 )
 
@@ -31,7 +30,7 @@ import (
 func TestMetricsTaskTypeIsBounded(t *testing.T) {
 	t.Parallel()
 	h, _ := demoServer(t, workertest.Options{})
-	ids := []string{h.Submit(demo.Echo, map[string]int{"n": 1}, workertest.SubmitOptions{})}
+	ids := []string{h.Submit(echoType, map[string]int{"n": 1}, workertest.SubmitOptions{})}
 	for i := range 40 {
 		ids = append(ids, h.Submit(fmt.Sprintf("random-%d", i), nil, workertest.SubmitOptions{}))
 	}
@@ -45,7 +44,7 @@ func TestMetricsTaskTypeIsBounded(t *testing.T) {
 		}
 	}
 	slices.Sort(types)
-	if !slices.Equal(types, []string{demo.Echo, "other"}) {
+	if !slices.Equal(types, []string{echoType, "other"}) {
 		t.Fatalf("task_type values %v, want [echo other]", types)
 	}
 }

@@ -34,7 +34,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dtq-dev/dtq/internal/demo"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/redistest"
 	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
@@ -52,7 +51,7 @@ func demoServer(t *testing.T, o workertest.Options) (*workertest.Harness, *redis
 	}
 	rdb := redistest.Start(t).Client()
 	mux := worker.NewMux()
-	demo.Register(mux, rdb)
+	registerTestHandlers(mux)
 	return workertest.StartServer(t, rdb, mux, o), rdb
 }
 
@@ -66,7 +65,7 @@ func TestEchoHundred(t *testing.T) {
 	h, _ := demoServer(t, workertest.Options{Concurrency: 8})
 	ids := make([]string, 100)
 	for i := range ids {
-		ids[i] = h.Submit(demo.Echo, map[string]int{"n": i}, workertest.SubmitOptions{})
+		ids[i] = h.Submit(echoType, map[string]int{"n": i}, workertest.SubmitOptions{})
 	}
 	for i, id := range ids {
 		st := h.Wait(id, waitFor)
@@ -83,7 +82,7 @@ func TestEchoHundred(t *testing.T) {
 func TestFlakySucceedsOnAttemptThree(t *testing.T) {
 	t.Parallel()
 	h, _ := demoServer(t, workertest.Options{})
-	id := h.Submit(demo.Flaky, demo.FlakyPayload{FailTimes: 2}, workertest.SubmitOptions{MaxAttempts: 5})
+	id := h.Submit(flakyType, flakyPayload{FailTimes: 2}, workertest.SubmitOptions{MaxAttempts: 5})
 	st := h.Wait(id, waitFor)
 	if st.State != "Succeeded" || st.Attempt != 3 {
 		t.Fatalf("state %s attempt %d err %q", st.State, st.Attempt, st.LastError)
@@ -99,7 +98,7 @@ func TestFlakySucceedsOnAttemptThree(t *testing.T) {
 func TestFailDeadLettersAndRecordFailed(t *testing.T) {
 	t.Parallel()
 	h, rdb := demoServer(t, workertest.Options{})
-	id := h.Submit(demo.Fail, nil, workertest.SubmitOptions{MaxAttempts: 3, IdempotencyKey: "fail-1"})
+	id := h.Submit(failType, nil, workertest.SubmitOptions{MaxAttempts: 3, IdempotencyKey: "fail-1"})
 	st := h.Wait(id, waitFor)
 	if st.State != "DeadLettered" || st.Attempt != 1 || st.ErrorClass != worker.ClassPermanent {
 		t.Fatalf("state %s attempt %d class %q err %q", st.State, st.Attempt, st.ErrorClass, st.LastError)
@@ -115,7 +114,7 @@ func TestFailDeadLettersAndRecordFailed(t *testing.T) {
 func TestRetryableExhaustsMaxAttempts(t *testing.T) {
 	t.Parallel()
 	h, _ := demoServer(t, workertest.Options{})
-	id := h.Submit(demo.Flaky, demo.FlakyPayload{FailTimes: 10}, workertest.SubmitOptions{MaxAttempts: 3})
+	id := h.Submit(flakyType, flakyPayload{FailTimes: 10}, workertest.SubmitOptions{MaxAttempts: 3})
 	st := h.Wait(id, waitFor)
 	if st.State != "DeadLettered" || st.Attempt != 3 || st.ErrorClass != worker.ClassRetryable {
 		t.Fatalf("state %s attempt %d class %q", st.State, st.Attempt, st.ErrorClass)
@@ -331,7 +330,7 @@ func TestNoPrefetchBeyondSlots(t *testing.T) {
 func TestMetricsNoIDsInLabels(t *testing.T) {
 	t.Parallel()
 	h, _ := demoServer(t, workertest.Options{})
-	id := h.Submit(demo.Echo, map[string]string{"secret": "payload-value"}, workertest.SubmitOptions{})
+	id := h.Submit(echoType, map[string]string{"secret": "payload-value"}, workertest.SubmitOptions{})
 	h.Wait(id, waitFor)
 	body := scrape(t, h)
 	for _, want := range []string{
@@ -387,7 +386,7 @@ func assertMetric(t *testing.T, h *workertest.Harness, line string) {
 // executor goroutines in the whole process.
 func TestRunLeavesNoExecutors(t *testing.T) {
 	h, _ := demoServer(t, workertest.Options{Concurrency: 8})
-	id := h.Submit(demo.Sleep, demo.SleepPayload{Seconds: 0.5}, workertest.SubmitOptions{})
+	id := h.Submit(sleepType, sleepPayload{Seconds: 0.5}, workertest.SubmitOptions{})
 	deadline := time.Now().Add(waitFor)
 	for h.Get(id).State != "Running" {
 		if time.Now().After(deadline) {

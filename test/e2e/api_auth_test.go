@@ -30,10 +30,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dtq-dev/dtq/internal/devstack"
-	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/apitest"
 	dtqclient "github.com/dtq-dev/dtq/pkg/client"
 	"github.com/dtq-dev/dtq/pkg/kubeauth"
+	"github.com/dtq-dev/dtq/pkg/redistest"
 	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 )
 
@@ -176,7 +176,7 @@ func TestAPITokenAudiencesOptOut(t *testing.T) {
 
 	addr, err := loopback.FreeAddr()
 	must(t, err)
-	var log testutil.SyncBuffer
+	var log redistest.SyncBuffer
 	api := exec.CommandContext(t.Context(), filepath.Join(binDir, "api"), "--bind-address="+addr, "--redis-url="+single.stack.RedisURL(),
 		"--kubeconfig="+filepath.Join(single.stack.Dir, "admin.kubeconfig"), "--token-audiences=")
 	api.Stdout, api.Stderr = &log, &log

@@ -28,7 +28,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtq-dev/dtq/internal/testutil"
 	"github.com/dtq-dev/dtq/internal/testutil/flowcheck"
 	"github.com/dtq-dev/dtq/pkg/broker"
 	"github.com/dtq-dev/dtq/pkg/redistest"
@@ -194,7 +193,7 @@ type proc struct {
 	id     string
 	log    string
 	cmd    *exec.Cmd
-	out    *testutil.SyncBuffer
+	out    *redistest.SyncBuffer
 	exited chan struct{}
 	ended  time.Time // when it was seen gone
 }
@@ -239,7 +238,7 @@ func (p *pool) start(id string) *proc {
 		p.r.t.Fatal(err)
 	}
 	c := &proc{id: id, log: filepath.Join(p.dir, fmt.Sprintf("%s.%d.log", id, len(p.gone))),
-		out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
+		out: &redistest.SyncBuffer{}, exited: make(chan struct{})}
 	c.cmd = exec.Command(bin)
 	c.cmd.Env = append(os.Environ(),
 		envWitnessLog+"="+c.log,
