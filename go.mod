@@ -6,6 +6,8 @@ require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
+	github.com/dtq-dev/dtq/pkg v0.0.0
+	github.com/dtq-dev/dtq/pkg/kubeauth v0.0.0
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/onsi/ginkgo/v2 v2.34.0
@@ -188,4 +190,9 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0
+)
+
+replace (
+	github.com/dtq-dev/dtq/pkg => ./pkg
+	github.com/dtq-dev/dtq/pkg/kubeauth => ./pkg/kubeauth
 )
