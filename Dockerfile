@@ -16,8 +16,11 @@ ARG TARGETOS
 ARG TARGETARCH
 ARG COMMIT
 WORKDIR /workspace
-# Modules first, so source changes keep the download layer cached.
+# Modules first, so source changes keep the download layer cached: the
+# operator's and the SDK's (pkg, pkg/kubeauth), which it requires by path.
 COPY go.mod go.sum ./
+COPY pkg/go.mod pkg/go.sum ./pkg/
+COPY pkg/kubeauth/go.mod pkg/kubeauth/go.sum ./pkg/kubeauth/
 RUN go mod download
 # The Go sources (.dockerignore keeps only *.go, not tests).
 COPY . .

@@ -38,10 +38,19 @@ HELM_VERSION ?= $(shell go list -m -f '{{.Version}}' helm.sh/helm/v3)
 K8S_VERSION ?= 1.37.2
 export K8S_VERSION
 
+# The Go modules besides the operator's (the root): the SDK and its Kubernetes
+# credentials (docs/architecture.md). `go test ./...`, `go vet ./...` and
+# golangci-lint in the root do not descend into them, so every target that
+# runs those runs them in each of these too (go -C).
+SDK_MODULES := pkg pkg/kubeauth
+# Every module, for go mod tidy: the SDK's, the operator's and the benchmarks'.
+GO_MODULES := . $(SDK_MODULES) test/bench
+
 # go test flags for `make test`; the race detector covers the packages with
-# concurrent Redis code, the rest runs without it to stay fast on 2 cores.
+# concurrent Redis code (the whole SDK module, and the operator's tests of the
+# SDK's clients), the rest runs without it to stay fast on 2 cores.
 TEST_FLAGS ?= -count=1 -timeout 40m
-RACE_PKGS ?= ./pkg/broker/... ./pkg/...
+RACE_PKGS ?= ./test/client/... ./test/direct/...
 
 .PHONY: all
 all: build
@@ -71,24 +80,30 @@ generate: controller-gen ## Generate DeepCopy methods.
 
 .PHONY: fmt
 fmt: ## Run go fmt.
-	go fmt ./...
+	@for m in $(GO_MODULES); do go -C $$m fmt ./... || exit 1; done
 
 .PHONY: vet
 vet: ## Run go vet.
-	go vet ./...
+	@for m in . $(SDK_MODULES); do echo "go vet ($$m)"; go -C $$m vet ./... || exit 1; done
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml; fails on any finding.
-	"$(GOLANGCI_LINT)" run ./...
+	@for m in . $(SDK_MODULES); do echo "golangci-lint ($$m)"; (cd $$m && "$(abspath $(GOLANGCI_LINT))" run ./...) || exit 1; done
 
 .PHONY: test
 test: vet lint envtest redis chromium handler-runtimes node images previous-images kustomize ## Run every test: lint, unit, Redis integration, envtest integration, end to end, the real node.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(TEST_FLAGS) ./...
+	@assets="$$(hack/envtest-assets.sh)" && for m in $(SDK_MODULES); do \
+		echo "go test ($$m)"; KUBEBUILDER_ASSETS="$$assets" go -C $$m test $(TEST_FLAGS) ./... || exit 1; \
+	done
 	go test $(TEST_FLAGS) -race $(RACE_PKGS)
+	go -C pkg test $(TEST_FLAGS) -race ./...
 	$(MAKE) test-node-run
 	$(MAKE) fuzz
 
-# Native Go fuzz targets `make fuzz` runs, as package:Target, each for FUZZ_TIME
+# Native Go fuzz targets `make fuzz` runs, as package:Target (packages of the
+# SDK module under ./pkg/, run in that module: go fuzzes main-module packages
+# only), each for FUZZ_TIME
 # (their seed corpora also run in every `go test`). FUZZ_TIME is a count of
 # inputs: with a duration, go test fails a run whose time ends while it
 # minimises a new input ("context deadline exceeded").
@@ -112,13 +127,14 @@ test-node-run:
 fuzz: ## Fuzz the request decoders and the events stream (SSE) parser, FUZZ_TIME per target.
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t#*:} ($(FUZZ_TIME))"; \
-		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_TIME) || exit 1; \
+		p=$${t%%:*}; m=.; case $$p in ./pkg/*) m=pkg; p=./$${p#./pkg/};; esac; \
+		go -C $$m test $$p -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_TIME) || exit 1; \
 	done
 
 .PHONY: verify
-verify: manifests generate chart build-installer ## Fail when generated files, the chart's copies, dist/install.yaml or go.mod are stale.
-	go mod tidy
-	@git diff --exit-code -- go.mod go.sum api config dist || { echo "verify: generated files or go.mod are stale; run 'make manifests generate chart build-installer' and 'go mod tidy' and commit"; exit 1; }
+verify: manifests generate chart build-installer ## Fail when generated files, the chart's copies, dist/install.yaml or a module's go.mod are stale.
+	@for m in $(GO_MODULES); do go -C $$m mod tidy || exit 1; done
+	@git diff --exit-code -- ':(glob)**/go.mod' ':(glob)**/go.sum' api config dist || { echo "verify: generated files or a go.mod are stale; run 'make manifests generate chart build-installer' and go mod tidy in each of $(GO_MODULES) and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- dist)" || { git status --short -- dist; echo "verify: new files under dist/; commit them"; exit 1; }
 
 .PHONY: bench

@@ -435,7 +435,12 @@ func TestMetricsEndpoint(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- srv.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
 			get := func(path string) (int, string) {
 				deadline := time.Now().Add(5 * time.Second)
 				for {

@@ -34,10 +34,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/dtq-dev/dtq/pkg/kubeauth/metricsauth"
 	"github.com/dtq-dev/dtq/pkg/redistest"
 	"github.com/dtq-dev/dtq/pkg/redistest/loopback"
 	"github.com/dtq-dev/dtq/pkg/worker"
-	"github.com/dtq-dev/dtq/pkg/kubeauth/metricsauth"
 	"github.com/dtq-dev/dtq/pkg/worker/workermetrics"
 )
 
