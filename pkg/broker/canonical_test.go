@@ -91,7 +91,7 @@ func TestCanonicalMatchesDecodeAndMarshal(t *testing.T) {
 }
 
 // FuzzCanonical: on any input that is valid JSON, appendCanonical gives
-// decodeAndMarshal's bytes (go test -fuzz FuzzCanonical ./pkg/broker).
+// decodeAndMarshal's bytes (go -C pkg test -fuzz FuzzCanonical ./broker).
 func FuzzCanonical(f *testing.F) {
 	for _, s := range canonicalSeeds {
 		f.Add([]byte(s))

@@ -30,7 +30,7 @@ import (
 // weighted fairness, per-key caps that do not bind). A queue's ceiling on
 // one Redis core is about 1e6 / redis-us/task tasks a second.
 //
-//	go test ./pkg/broker -run '^$' -bench FlowTaskCost
+//	go -C pkg test ./broker -run '^$' -bench FlowTaskCost
 func BenchmarkFlowTaskCost(b *testing.B) {
 	for _, c := range []struct {
 		name string

@@ -33,7 +33,7 @@ import (
 // and Redis's used_memory after, minus before, is reported per task along
 // with the task hash's own MEMORY USAGE. Run with a fixed count:
 //
-//	go test ./pkg/broker -run '^$' -bench FinishedTaskMemory -benchtime 2000x
+//	go -C pkg test ./broker -run '^$' -bench FinishedTaskMemory -benchtime 2000x
 func BenchmarkFinishedTaskMemory(b *testing.B) {
 	for _, outcome := range []string{"succeeded", "failed"} {
 		for _, size := range []int{83, 1024, 10240} {

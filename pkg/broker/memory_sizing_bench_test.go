@@ -37,7 +37,7 @@ import (
 // fresh redis-server, and used_memory is read after each phase, minus the
 // events stream (capped per queue, reported on its own). Run it with:
 //
-//	go test ./pkg/broker -run '^$' -bench 'Memory$' -benchtime 1x
+//	go -C pkg test ./broker -run '^$' -bench 'Memory$' -benchtime 1x
 //
 // DTQ_BENCH_TASKS sets N (default 20000).
 func BenchmarkMemory(b *testing.B) {

@@ -299,7 +299,7 @@ func TestReplicaAckOnCluster(t *testing.T) {
 // cycle (Submit, Read, Start, Complete: two WAITs with ReplicaAcks 1; the
 // Read may return an earlier sub-benchmark's task).
 //
-//	go test ./pkg/broker -run '^$' -bench ReplicaAck -count 3
+//	go -C pkg test ./broker -run '^$' -bench ReplicaAck -count 3
 func BenchmarkReplicaAck(b *testing.B) {
 	s := redistest.StartSentinel(b, 1, 1)
 	eng := New(s.Master.Client())

@@ -36,7 +36,7 @@ import (
 // blocking XREAD waits after). It shows where a script call's fixed cost
 // goes, beyond the commands themselves (docs/benchmarks.md).
 //
-//	go test ./pkg/broker -run '^$' -bench ScriptCost
+//	go -C pkg test ./broker -run '^$' -bench ScriptCost
 func BenchmarkScriptCost(b *testing.B) {
 	rdb := redistest.Start(b).Client()
 	eng := New(rdb)
