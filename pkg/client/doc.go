@@ -38,10 +38,13 @@ limitations under the License.
 // --token-audiences): a fixed one (WithToken, e.g. from `kubectl create token
 // SA --audience dtq-api`), a file read again whenever it changes, such as a
 // projected ServiceAccount token (WithTokenFile, APITokenFile), or tokens the
-// client requests itself with the TokenRequest API (WithTokenRequest, for a
-// named ServiceAccount or the one a kubeconfig authenticates as).
-// WithKubeconfig and WithRESTConfig send a kubeconfig user's own
-// credentials, for an API started with --token-audiences= (empty). RBAC on
+// client requests itself with the TokenRequest API (package kubeauth's
+// WithTokenRequest, for a named ServiceAccount or the one a kubeconfig
+// authenticates as). kubeauth.WithKubeconfig and kubeauth.WithRESTConfig send
+// a kubeconfig user's own credentials, for an API started with
+// --token-audiences= (empty). kubeauth is a module of its own (client-go):
+// this package needs no k8s.io, and takes any credentials through
+// WithTokenSource and WithTransport. RBAC on
 // the dtq.dev resources decides what a token may do.
 //
 // Every request carries the W3C trace context (traceparent header) of the

@@ -84,7 +84,7 @@ type Config struct {
 	MetricsAddr string // listen address of /healthz, /readyz and Metrics' /metrics; "" or "0" disables
 	// MetricsMiddleware, when set, wraps the /metrics handler (not /healthz
 	// and /readyz, which the kubelet probes without credentials), e.g. the
-	// Kubernetes authentication of package metricsauth.
+	// Kubernetes authentication of package kubeauth/metricsauth.
 	MetricsMiddleware func(http.Handler) (http.Handler, error)
 
 	// Hold, when set, is asked before each read: while it returns a
