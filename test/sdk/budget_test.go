@@ -75,7 +75,7 @@ func TestSDKBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	versions := map[string]string{
-		"github.com/hibiken/asynq": moduleVersion(t, filepath.Join(root, "test/bench"), "github.com/hibiken/asynq"),
+		"github.com/hibiken/asynq":                                        moduleVersion(t, filepath.Join(root, "test/bench"), "github.com/hibiken/asynq"),
 		"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp": moduleVersion(t, root, "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"),
 	}
 	sdk := []string{sdkModule}
