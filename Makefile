@@ -32,6 +32,10 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 # golangci-lint of `make lint`, built from the module proxy into bin/ under its version.
 GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+# apidiff of `make verify`'s SDK API check (hack/apidiff.sh), built from the module proxy into bin/.
+APIDIFF_VERSION ?= v0.0.0-20261113113407-e3970619a1a4
+APIDIFF ?= $(LOCALBIN)/apidiff-$(APIDIFF_VERSION)
+export APIDIFF
 # The helm CLI of `make helm-lint`; the tests use the same version's Go API (go.mod).
 HELM_VERSION ?= $(shell go list -m -f '{{.Version}}' helm.sh/helm/v3)
 # Kubernetes version of the envtest control plane (kube-apiserver, etcd, kubectl).
@@ -132,10 +136,11 @@ fuzz: ## Fuzz the request decoders and the events stream (SSE) parser, FUZZ_TIME
 	done
 
 .PHONY: verify
-verify: manifests generate chart build-installer ## Fail when generated files, the chart's copies, dist/install.yaml or a module's go.mod are stale.
+verify: manifests generate chart build-installer $(APIDIFF) ## Fail when generated files, the chart's copies, dist/install.yaml or a module's go.mod are stale, or the SDK's API broke unannounced.
 	@for m in $(GO_MODULES); do go -C $$m mod tidy || exit 1; done
 	@git diff --exit-code -- ':(glob)**/go.mod' ':(glob)**/go.sum' api config dist || { echo "verify: generated files or a go.mod are stale; run 'make manifests generate chart build-installer' and go mod tidy in each of $(GO_MODULES) and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- dist)" || { git status --short -- dist; echo "verify: new files under dist/; commit them"; exit 1; }
+	hack/apidiff.sh
 
 .PHONY: bench
 bench: envtest redis ## Run the benchmarks of docs/benchmarks.md (dtq vs asynq, the HTTP API vs the engine, then the CR path).
@@ -236,6 +241,10 @@ chromium: ## Make sure Chromium is installed for the console's browser tests (ap
 kustomize: $(KUSTOMIZE)
 $(KUSTOMIZE):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+$(APIDIFF):
+	GOBIN=$(LOCALBIN)/apidiff.tmp go install golang.org/x/exp/cmd/apidiff@$(APIDIFF_VERSION)
+	mv $(LOCALBIN)/apidiff.tmp/apidiff $@ && rmdir $(LOCALBIN)/apidiff.tmp
 
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN)/golangci-lint.tmp go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Compares the exported API of every public package of the Go SDK module (pkg/)
+# with the previous release (test/upgrade/previous-release) using apidiff, and
+# fails on an incompatible change that pkg/apidiff-accepted.txt does not list,
+# on a listed one apidiff no longer reports, and on a listed one whose symbol
+# CHANGELOG.md does not name (docs/sdk.md, "API stability"). Packages new since
+# the release are listed as new. The release's export data is cached under
+# bin/apidiff/<commit>.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+apidiff=${APIDIFF:?set APIDIFF to the apidiff binary (make verify builds it into bin/)}
+accepted=$root/pkg/apidiff-accepted.txt
+base=$(awk '/^commit /{print $2}' "$root/test/upgrade/previous-release")
+cache=$root/bin/apidiff/$base
+log() { echo "apidiff: $*" >&2; }
+
+if [[ ! -d $cache/src ]]; then
+  mkdir -p "$cache/src.tmp"
+  git -C "$root" archive "$base" | tar -x -C "$cache/src.tmp"
+  mv "$cache/src.tmp" "$cache/src"
+fi
+
+moddir=$(cd "$root" && go list -f '{{.Module.Dir}}' github.com/dtq-dev/dtq/pkg/worker)
+mapfile -t pkgs < <(cd "$moddir" && go list github.com/dtq-dev/dtq/pkg/... | grep -v -e '/internal/' -e '/internal$')
+
+found=$(mktemp)
+trap 'rm -f "$found"' EXIT
+for p in "${pkgs[@]}"; do
+  old=$cache/$(echo "$p" | tr / _).export
+  if [[ ! -f $old ]]; then
+    if ! (cd "$cache/src" && go list "$p" >/dev/null 2>&1); then
+      log "$p: new since the previous release ($base)"
+      continue
+    fi
+    (cd "$cache/src" && "$apidiff" -w "$old.tmp" "$p") && mv "$old.tmp" "$old"
+  fi
+  (cd "$moddir" && "$apidiff" -incompatible "$old" "$p") | sed -n 's/^- /'"${p//\//\\/}"': /p' >>"$found"
+done
+
+fail=0
+while IFS= read -r line; do
+  if ! grep -qxF -- "$line" <(grep -v '^#' "$accepted" 2>/dev/null); then
+    log "incompatible change not accepted: $line"
+    fail=1
+  fi
+done <"$found"
+while IFS= read -r line; do
+  [[ -z $line || $line == \#* ]] && continue
+  if ! grep -qxF -- "$line" "$found"; then
+    log "listed in pkg/apidiff-accepted.txt but no longer reported (remove it): $line"
+    fail=1
+  fi
+  # The symbol: "(*Server).Registry: removed" -> Registry, "Config.Tracer: ..." -> Config.Tracer.
+  sym=$(echo "$line" | sed -E 's/^[^:]+: //; s/: .*$//; s/^\(\*?([A-Za-z0-9_]+)\)/\1/')
+  if ! grep -qF -- "$sym" "$root/CHANGELOG.md"; then
+    log "accepted change not in CHANGELOG.md (name $sym there): $line"
+    fail=1
+  fi
+done < <(cat "$accepted" 2>/dev/null)
+
+if [[ $fail != 0 ]]; then
+  log "a breaking change to the SDK must be deliberate: list it in pkg/apidiff-accepted.txt and describe it in CHANGELOG.md"
+  exit 1
+fi
+log "$(wc -l <"$found") incompatible change(s) since $base, all accepted and changelogged; ${#pkgs[@]} packages compared"
