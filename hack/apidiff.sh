@@ -26,6 +26,12 @@ mapfile -t pkgs < <(cd "$moddir" && go list github.com/dtq-dev/dtq/pkg/... | gre
 
 found=$(mktemp)
 trap 'rm -f "$found"' EXIT
+# A public package of the release that the SDK no longer has is a break too.
+for p in $(cd "$cache/src" && go list github.com/dtq-dev/dtq/pkg/... | grep -v -e '/internal/' -e '/internal$'); do
+  if ! printf '%s\n' "${pkgs[@]}" | grep -qxF -- "$p"; then
+    echo "$p: package: removed" >>"$found"
+  fi
+done
 for p in "${pkgs[@]}"; do
   old=$cache/$(echo "$p" | tr / _).export
   if [[ ! -f $old ]]; then
