@@ -19,6 +19,7 @@ package flowcheck
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -422,7 +423,8 @@ func CheckAhead(queued map[string]time.Time, execs []Exec, key string) AheadRepo
 	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
 	r := AheadReport{Key: key, Tasks: len(queued), NotStarted: len(queued) - len(first)}
 	ns := make([]int, 0, len(queued))
-	for id, at := range queued {
+	for _, id := range slices.Sorted(maps.Keys(queued)) { // ties: the first ID
+		at := queued[id]
 		from := sort.Search(len(starts), func(i int) bool { return starts[i].After(at) })
 		to := len(starts)
 		if s, ok := first[id]; ok {

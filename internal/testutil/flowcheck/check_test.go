@@ -224,18 +224,22 @@ func TestCheckAhead(t *testing.T) {
 	for k := range 10 {
 		fair = append(fair, b(k, 37.5))
 	}
+	// fair with task k started "after" ms past its submission instead.
+	late := func(k int, after float64) []Exec {
+		bs := slices.Clone(fair)
+		bs[k] = b(k, after)
+		return trace(bs...)
+	}
 	tests := map[string]struct {
 		execs    []Exec
 		p50, max int
 		maxTask  string
 		ok       bool
 	}{
-		"fair": {execs: trace(fair...), p50: 2, max: 2, ok: true},
-		"b5 at the bound": {execs: trace(append(slices.Clone(fair[:5]), append([]Exec{b(5, 60)}, fair[6:]...)...)...),
-			p50: 2, max: 4, maxTask: "b5", ok: true},
+		"fair":            {execs: trace(fair...), p50: 2, max: 2, ok: true},
+		"b5 at the bound": {execs: late(5, 60), p50: 2, max: 4, maxTask: "b5", ok: true},
 		// b5 is planted behind ten starts of A.
-		"b5 behind A": {execs: trace(append(slices.Clone(fair[:5]), append([]Exec{b(5, 130)}, fair[6:]...)...)...),
-			p50: 2, max: 10, maxTask: "b5", ok: false},
+		"b5 behind A": {execs: late(5, 130), p50: 2, max: 10, maxTask: "b5", ok: false},
 		// b9 never starts: every start of A after 9 s (12.5 ms x 721 up to
 		// x 7999) is ahead of it.
 		"b9 never started": {execs: trace(fair[:9]...), p50: 2, max: 7279, maxTask: "b9", ok: false},
