@@ -91,7 +91,9 @@ type Config struct {
 	// non-empty status the server reads no new tasks (those in flight run
 	// on), reports that status in its heartbeat record instead of ready or
 	// busy, and /readyz answers 503; a handler's ErrHandBack then hands its
-	// task back uncounted, as during a drain. The HTTP delivery sidecar
+	// task back uncounted, as during a drain, and so does a task that a read
+	// already waiting when the hold began delivers (its handler does not
+	// run). The HTTP delivery sidecar
 	// holds while the app is not ready, answers 404 to tasks or asked to
 	// wait (Retry-After).
 	Hold func() string

@@ -52,6 +52,12 @@ func (s *Server) process(e *execution) *execution {
 		s.handBack(e, false, "the drain budget ran out or the lease was lost before the handler ran")
 		return nil
 	}
+	if s.holding() {
+		// A read already waiting when the hold began delivered it: a holding
+		// worker runs nothing new, so it goes back uncounted.
+		s.handBack(e, false, "the worker holds its reads (Config.Hold)")
+		return nil
+	}
 	task.srv, task.exec = s, e
 
 	tm := s.metricsOf(ti.Type)

@@ -36,12 +36,23 @@ import (
 const longVisibility = 10 * time.Minute
 
 // readableNow reads the queue as another worker would: the task must be
-// there at once and start with attempt want.
+// there, long before the visibility timeout, and start with attempt want. It
+// reads again while it finds nothing: a worker that holds its reads may have
+// had a read waiting when it handed the task back, and hands it back again
+// (uncounted) only after that read delivers it.
 func readableNow(t *testing.T, rdb *redis.Client, q broker.QueueRef, id string, want int) {
 	t.Helper()
-	ss, err := broker.New(rdb).ReadStart(context.Background(), q, "peer", "peer", 1, 0)
-	if err != nil || len(ss) != 1 || !ss[0].Run || ss[0].TaskID != id || ss[0].Task.Attempt != want {
-		t.Fatalf("another worker reads %+v (%v); want task %s to run as attempt %d", ss, err, id, want)
+	deadline := time.Now().Add(waitFor)
+	for {
+		ss, err := broker.New(rdb).ReadStart(context.Background(), q, "peer", "peer", 1, 0)
+		if err == nil && len(ss) == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if err != nil || len(ss) != 1 || !ss[0].Run || ss[0].TaskID != id || ss[0].Task.Attempt != want {
+			t.Fatalf("another worker reads %+v (%v); want task %s to run as attempt %d", ss, err, id, want)
+		}
+		return
 	}
 }
 
@@ -241,5 +252,50 @@ func TestHandBackWhileHoldingIsUncounted(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	readableNow(t, rdb, qref(a), id, 1)
+}
+
+// A read already waiting when the hold begins may still deliver a task: the
+// holding worker hands it back uncounted without running its handler.
+func TestHoldStopsAWaitingRead(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	var held atomic.Bool
+	ran := make(chan string, 4)
+	release := make(chan struct{})
+	mux := worker.NewMux()
+	mux.HandleFunc("first", func(ctx context.Context, t *worker.Task) (any, error) {
+		ran <- t.ID
+		<-release
+		return nil, nil
+	})
+	mux.HandleFunc("second", func(ctx context.Context, t *worker.Task) (any, error) {
+		ran <- t.ID
+		return nil, nil
+	})
+	o := workertest.Options{VisibilityTimeout: longVisibility, HeartbeatInterval: 200 * time.Millisecond, Concurrency: 2,
+		Hold: func() string {
+			if held.Load() {
+				return "handler-not-found"
+			}
+			return ""
+		}}
+	a := workertest.StartServer(t, rdb, mux, o)
+	a.Submit("first", nil, workertest.SubmitOptions{})
+	<-ran
+	// The read loop takes the second slot and waits in a blocking read
+	// (readBlock, a second) before the hold begins.
+	time.Sleep(200 * time.Millisecond)
+	held.Store(true)
+	id := a.Submit("second", nil, workertest.SubmitOptions{})
+	// The waiting read wakes on the new entry and starts it; give it its
+	// second before another worker reads, or the other one may win the race.
+	time.Sleep(time.Second)
+	select {
+	case got := <-ran:
+		t.Fatalf("task %s ran on the holding worker", got)
+	default:
+	}
+	close(release)
 	readableNow(t, rdb, qref(a), id, 1)
 }

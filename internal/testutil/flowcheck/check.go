@@ -19,8 +19,10 @@ package flowcheck
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -338,9 +340,6 @@ type LatencyReport struct {
 	Max        time.Duration
 }
 
-// OK reports whether the p99 is under limit.
-func (r LatencyReport) OK(limit time.Duration) bool { return r.Tasks > 0 && r.P99 < limit }
-
 func (r LatencyReport) String() string {
 	f := func(d time.Duration) string {
 		if d == Never {
@@ -381,8 +380,67 @@ func CheckLatency(submitted map[string]time.Time, execs []Exec) LatencyReport {
 	return r
 }
 
-func quantile(sorted []time.Duration, q float64) time.Duration {
+func quantile[T any](sorted []T, q float64) T {
 	return sorted[max(0, int(math.Ceil(q*float64(len(sorted))))-1)]
+}
+
+// AheadReport is how many starts of one key came after each of a set of
+// tasks was queued and before it started: the work that went ahead of it.
+type AheadReport struct {
+	Key        string // whose starts are counted
+	Tasks      int
+	NotStarted int // counted to the end of the record
+	P50, Max   int // starts of Key ahead of a task (nearest rank)
+	MaxTask    string
+}
+
+// OK reports whether no task had more than bound starts of Key ahead of it.
+func (r AheadReport) OK(bound int) bool { return r.Tasks > 0 && r.Max <= bound }
+
+func (r AheadReport) String() string {
+	return fmt.Sprintf("%d tasks, %d never started; starts of key %q after a task was queued, before it started: p50 %d, max %d (task %s)",
+		r.Tasks, r.NotStarted, r.Key, r.P50, r.Max, r.MaxTask)
+}
+
+// CheckAhead counts, for each task of queued (ID -> when it was certainly
+// queued), the executions of key that started strictly after that and
+// before the task's first start in execs; a task that never started counts
+// every one that started after it was queued. It counts starts, not time.
+func CheckAhead(queued map[string]time.Time, execs []Exec, key string) AheadReport {
+	var starts []time.Time // key's
+	first := map[string]time.Time{}
+	for _, e := range execs {
+		if e.Key == key {
+			starts = append(starts, e.Start)
+		}
+		if _, ok := queued[e.TaskID]; !ok {
+			continue
+		}
+		if s, ok := first[e.TaskID]; !ok || e.Start.Before(s) {
+			first[e.TaskID] = e.Start
+		}
+	}
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	r := AheadReport{Key: key, Tasks: len(queued), NotStarted: len(queued) - len(first)}
+	ns := make([]int, 0, len(queued))
+	for _, id := range slices.Sorted(maps.Keys(queued)) { // ties: the first ID
+		at := queued[id]
+		from := sort.Search(len(starts), func(i int) bool { return starts[i].After(at) })
+		to := len(starts)
+		if s, ok := first[id]; ok {
+			to = sort.Search(len(starts), func(i int) bool { return !starts[i].Before(s) })
+		}
+		n := max(0, to-from)
+		ns = append(ns, n)
+		if n > r.Max || r.MaxTask == "" {
+			r.Max, r.MaxTask = n, id
+		}
+	}
+	slices.Sort(ns)
+	if len(ns) > 0 {
+		r.P50 = quantile(ns, 0.50)
+	}
+	return r
 }
 
 // ShareReport is how far keys' shares of the starts strayed from their

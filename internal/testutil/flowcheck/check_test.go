@@ -17,10 +17,12 @@ limitations under the License.
 package flowcheck
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -190,13 +192,68 @@ func TestCheckLatency(t *testing.T) {
 		execs = append(execs, exec(id, 1, "B", float64(1000*i+i+1), float64(1000*i+50), EndReturned))
 	}
 	r := CheckLatency(submitted, execs)
-	if r.P50 != 50*time.Millisecond || r.P99 != 99*time.Millisecond || r.Max != 100*time.Millisecond || !r.OK(100*time.Millisecond) {
+	if r.P50 != 50*time.Millisecond || r.P99 != 99*time.Millisecond || r.Max != 100*time.Millisecond {
 		t.Errorf("got %s, want p50 50ms, p99 99ms, max 100ms", r)
 	}
 	submitted["never"] = ms(0)
 	submitted["never2"] = ms(0)
-	if r := CheckLatency(submitted, execs); r.P99 != Never || r.NotStarted != 2 || r.OK(time.Hour) {
+	if r := CheckLatency(submitted, execs); r.P99 != Never || r.NotStarted != 2 {
 		t.Errorf("with two of 102 never started got %s, want p99 never", r)
+	}
+}
+
+// A trace of key A starting every 12.5 ms for 100 s (4 slots of 50 ms) and
+// ten tasks of key B, b0 to b9, submitted at 0, 1 s ... 9 s. fair starts
+// each B task 37.5 ms after its submission: two starts of A lie strictly
+// between (at 12.5 and 25 ms; those at the submission and at B's start do
+// not count).
+func TestCheckAhead(t *testing.T) {
+	var as []Exec
+	for i := range 8000 {
+		as = append(as, exec(fmt.Sprint("a", i), 1, "A", 12.5*float64(i), 12.5*float64(i)+50, EndReturned))
+	}
+	submitted := map[string]time.Time{}
+	for k := range 10 {
+		submitted[fmt.Sprint("b", k)] = ms(1000 * float64(k))
+	}
+	b := func(k int, after float64) Exec {
+		return exec(fmt.Sprint("b", k), 1, "B", 1000*float64(k)+after, 1000*float64(k)+after+50, EndReturned)
+	}
+	trace := func(bs ...Exec) []Exec { return append(slices.Clone(as), bs...) }
+	var fair []Exec
+	for k := range 10 {
+		fair = append(fair, b(k, 37.5))
+	}
+	// fair with task k started "after" ms past its submission instead.
+	late := func(k int, after float64) []Exec {
+		bs := slices.Clone(fair)
+		bs[k] = b(k, after)
+		return trace(bs...)
+	}
+	tests := map[string]struct {
+		execs    []Exec
+		p50, max int
+		maxTask  string
+		ok       bool
+	}{
+		"fair":            {execs: trace(fair...), p50: 2, max: 2, ok: true},
+		"b5 at the bound": {execs: late(5, 60), p50: 2, max: 4, maxTask: "b5", ok: true},
+		// b5 is planted behind ten starts of A.
+		"b5 behind A": {execs: late(5, 130), p50: 2, max: 10, maxTask: "b5", ok: false},
+		// b9 never starts: every start of A after 9 s (12.5 ms x 721 up to
+		// x 7999) is ahead of it.
+		"b9 never started": {execs: trace(fair[:9]...), p50: 2, max: 7279, maxTask: "b9", ok: false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := CheckAhead(submitted, tc.execs, "A")
+			if r.OK(4) != tc.ok || r.P50 != tc.p50 || r.Max != tc.max || (tc.maxTask != "" && r.MaxTask != tc.maxTask) {
+				t.Errorf("got OK(4) %v: %s; want OK(4) %v, p50 %d, max %d (task %q)", r.OK(4), r, tc.ok, tc.p50, tc.max, tc.maxTask)
+			}
+		})
+	}
+	if r := CheckAhead(map[string]time.Time{}, as, "A"); r.OK(4) {
+		t.Errorf("no tasks: got OK(4): %s", r)
 	}
 }
 

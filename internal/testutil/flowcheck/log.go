@@ -19,8 +19,9 @@ limitations under the License.
 // an execution starts and one when it ends to a log file of its own process;
 // the checkers read the merged logs and never dtq's own counters: how many
 // starts fell in every window (a rate limit), how many executions of one key
-// overlapped (a concurrency cap), how long a task waited from its submission
-// to its start, and each key's share of the starts (weighted fairness).
+// overlapped (a concurrency cap), how many starts of another key came
+// between a task's submission and its start (and how long it waited), and
+// each key's share of the starts (weighted fairness).
 //
 // A handler's start comes after dtq admitted its attempt and its end before
 // the attempt's slot is given back, so a logged execution lies inside the
