@@ -88,6 +88,7 @@ func TestDocs(t *testing.T) {
 		"KUBECONFIG="+stack.Kubeconfig,
 		"PATH="+filepath.Join(work, "bin")+":"+envtestutil.AssetsDir()+":"+os.Getenv("PATH"),
 	)
+	env = append(env, sdkProxy(t, root)...)
 
 	var ran, marked int
 	for i, f := range files {
