@@ -87,9 +87,3 @@ func WithTraceParent(ctx context.Context, traceparent string) context.Context {
 func FromHeader(ctx context.Context, h http.Header) context.Context {
 	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
 }
-
-// ToHeader sets h's traceparent (and tracestate) header to ctx's span
-// context; it sets nothing when ctx carries no valid span context.
-func ToHeader(ctx context.Context, h http.Header) {
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
-}
