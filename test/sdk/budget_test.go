@@ -21,6 +21,7 @@ limitations under the License.
 package sdk
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -180,7 +181,7 @@ func run(t *testing.T, dir string, name string, args ...string) string {
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			stderr = ee.Stderr
 		}
 		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), dir, err, stderr)
