@@ -26,6 +26,16 @@ limitations under the License.
 //
 // This file is the engine's contract with its callers (the controllers, the worker
 // SDK and the HTTP API): the exported types, errors and the Broker's methods.
+//
+// The package is public because the operator's binaries, in a module of their
+// own, run on it; a program of yours needs it only below pkg/worker and
+// pkg/client (tooling that reads queues, tasks and dead letters, say). What
+// you may rely on is its exported Go API, which the SDK's API check holds to
+// the previous release (docs/sdk.md): not the Redis keys, fields and scripts
+// behind it, which change with the Redis layout (docs/upgrade.md). The
+// operator's own parts (ACL, NamespaceUser, PasswordHash, Migrations,
+// WatchLayout, the Component records, CheckRedis) are exported for it and
+// are of no use to a worker or a producer.
 package broker
 
 import (
