@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Compares the exported API of every public package of the Go SDK module (pkg/)
-# with the previous release (test/upgrade/previous-release) using apidiff, and
-# fails on an incompatible change that pkg/apidiff-accepted.txt does not list,
-# on a listed one apidiff no longer reports, and on a listed one whose symbol
-# CHANGELOG.md does not name (docs/sdk.md, "API stability"). Packages new since
-# the release are listed as new. The release's export data is cached under
-# bin/apidiff/<commit>.
+# Compares the exported API of every public package of the Go SDK (the modules
+# pkg/ and pkg/kubeauth) with the previous release
+# (test/upgrade/previous-release) using apidiff, and fails on an incompatible
+# change that pkg/apidiff-accepted.txt does not list, on a listed one apidiff
+# no longer reports, and on a listed one whose symbol CHANGELOG.md does not
+# name (docs/sdk.md, "API stability"). Packages new since the release are
+# listed as new. The release's export data is cached under bin/apidiff/<commit>.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,8 +21,16 @@ if [[ ! -d $cache/src ]]; then
   mv "$cache/src.tmp" "$cache/src"
 fi
 
-moddir=$(cd "$root" && go list -f '{{.Module.Dir}}' github.com/dtq-dev/dtq/pkg/worker)
-mapfile -t pkgs < <(cd "$moddir" && go list github.com/dtq-dev/dtq/pkg/... | grep -v -e '/internal/' -e '/internal$')
+# The SDK is two modules: pkg/ and pkg/kubeauth (a pattern does not cross a
+# module's boundary, so each is listed from its own directory).
+declare -A moddir
+pkgs=()
+for m in pkg pkg/kubeauth; do
+  while IFS= read -r p; do
+    pkgs+=("$p")
+    moddir[$p]=$root/$m
+  done < <(cd "$root/$m" && go list ./... | grep -v -e '/internal/' -e '/internal$')
+done
 
 found=$(mktemp)
 trap 'rm -f "$found"' EXIT
@@ -41,7 +49,7 @@ for p in "${pkgs[@]}"; do
     fi
     (cd "$cache/src" && "$apidiff" -w "$old.tmp" "$p") && mv "$old.tmp" "$old"
   fi
-  (cd "$moddir" && "$apidiff" -incompatible "$old" "$p") | sed -n 's/^- /'"${p//\//\\/}"': /p' >>"$found"
+  (cd "${moddir[$p]}" && "$apidiff" -incompatible "$old" "$p") | sed -n 's/^- /'"${p//\//\\/}"': /p' >>"$found"
 done
 
 fail=0
