@@ -114,7 +114,7 @@ func (b *Broker) requeue(ctx context.Context, q QueueRef, id, token string) (Tas
 	}
 	k := keysFor(q)
 	now, nowtxt := b.now()
-	v, err := requeueScript.Run(ctx, b.rdb, []string{k.task(id), k.deadLetter()}, k.prefix, id, now, nowtxt, token).Slice()
+	v, err := requeueScript.Run(ctx, b.rdb, k.guarded(k.task(id), k.deadLetter()), k.prefix, id, now, nowtxt, token).Slice()
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("broker: requeue %s: %w", id, err)
 	}
@@ -195,7 +195,7 @@ func (b *Broker) Discard(ctx context.Context, q QueueRef, id string) error {
 		return notFound(id)
 	}
 	k := keysFor(q)
-	r, err := discardScript.Run(ctx, b.rdb, []string{k.task(id), k.deadLetter()}, k.prefix).Text()
+	r, err := discardScript.Run(ctx, b.rdb, k.guarded(k.task(id), k.deadLetter()), k.prefix).Text()
 	if err != nil {
 		return fmt.Errorf("broker: discard %s: %w", id, err)
 	}
@@ -211,7 +211,7 @@ func (b *Broker) Discard(ctx context.Context, q QueueRef, id string) error {
 // PurgeDeadLetters empties the dead-letter stream exactly and returns how many went.
 func (b *Broker) PurgeDeadLetters(ctx context.Context, q QueueRef) (int64, error) {
 	k := keysFor(q)
-	n, err := purgeScript.Run(ctx, b.rdb, []string{k.deadLetter()}, k.prefix).Int64()
+	n, err := purgeScript.Run(ctx, b.rdb, k.guarded(k.deadLetter()), k.prefix).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("broker: purge dead letters of %s: %w", q, err)
 	}

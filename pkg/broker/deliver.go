@@ -122,7 +122,7 @@ func startedOf(q QueueRef, entries [][]any) []Started {
 func (b *Broker) read(ctx context.Context, q QueueRef, block time.Duration, sc *redis.Script, consumer string, count, fields int, extra func() []any) ([][]any, error) {
 	k := keysFor(q)
 	streams := k.streams()
-	keys := append(append([]string{}, streams...), k.paused(), k.flow(), k.flowMigrate())
+	keys := k.guarded(append(append([]string{}, streams...), k.paused(), k.flow(), k.flowMigrate())...)
 	deadline := time.Now().Add(block)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -292,7 +292,7 @@ type startItem struct {
 func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) ([]StartResult, []error, error) {
 	k := keysFor(q)
 	now, nowtxt := b.now()
-	keys := make([]string, 0, 2*len(items))
+	keys := make([]string, 0, 2*len(items)+1)
 	args := make([]any, 0, 4+startItemArgs*len(items))
 	args = append(args, k.prefix, now, nowtxt, b.rateNow())
 	for _, it := range items {
@@ -305,7 +305,7 @@ func (b *Broker) startBatch(ctx context.Context, q QueueRef, items []startItem) 
 		var item [startItemArgs]any = [...]any{it.d.MessageID, it.d.Attempt, reclaimed, it.worker}
 		args = append(args, item[:]...)
 	}
-	replies, err := startBatchScript.Run(ctx, b.fast, keys, args...).Slice()
+	replies, err := startBatchScript.Run(ctx, b.fast, k.guarded(keys...), args...).Slice()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -435,7 +435,7 @@ type completed struct {
 func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []completeItem) ([]completed, []error, error) {
 	k := keysFor(q)
 	now, nowtxt := b.now()
-	keys := make([]string, 0, 2+2*len(items))
+	keys := make([]string, 0, 3+2*len(items))
 	keys = append(keys, k.config(), k.schedule())
 	args := make([]any, 0, 4+completeItemArgs*len(items))
 	args = append(args, k.prefix, now, nowtxt, 0) // args[3]: the entries read with it, set below
@@ -454,6 +454,7 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 			wants++
 		}
 	}
+	keys = k.guarded(keys...)
 	sc, err := b.writer(ctx, q)
 	if err != nil {
 		return nil, nil, err
@@ -504,7 +505,7 @@ func (b *Broker) completeBatch(ctx context.Context, q QueueRef, items []complete
 // the read.
 func (b *Broker) completeRead(ctx context.Context, q QueueRef, keys []string, args []any, consumer, workerID string, count int) (replies []any, started []Started, readErr, err error) {
 	k := keysFor(q)
-	rkeys := append(k.streams(), k.paused(), k.flow(), k.flowMigrate())
+	rkeys := k.guarded(append(k.streams(), k.paused(), k.flow(), k.flowMigrate())...)
 	now, nowtxt := b.now()
 	rargs := []any{k.prefix, consumer, count, now, nowtxt, workerID, b.rateNow()}
 	pipe := b.rdb.Pipeline()
@@ -594,7 +595,7 @@ func (b *Broker) Touch(ctx context.Context, q QueueRef, consumer string, xs []Ex
 		return nil, nil
 	}
 	k := keysFor(q)
-	keys := make([]string, 0, 2*len(xs))
+	keys := make([]string, 0, 2*len(xs)+1)
 	args := make([]any, 0, 2+touchItemArgs*len(xs))
 	args = append(args, k.prefix, consumer)
 	for _, x := range xs {
@@ -603,7 +604,7 @@ func (b *Broker) Touch(ctx context.Context, q QueueRef, consumer string, xs []Ex
 		var item [touchItemArgs]any = [...]any{x.MessageID, x.WorkerID, x.Attempt}
 		args = append(args, item[:]...)
 	}
-	pos, err := touchScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
+	pos, err := touchScript.Run(ctx, b.rdb, k.guarded(keys...), args...).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("broker: touch %s: %w", q, err)
 	}

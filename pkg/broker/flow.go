@@ -278,7 +278,7 @@ func (b *Broker) writeFlow(ctx context.Context, q QueueRef, f *FlowControl) erro
 			args = append(args, key, overrideText(f.Overrides[key]))
 		}
 	}
-	keys := []string{k.config(), k.flow(), k.flowOverrides(), k.flowMigrate(), k.flowWake()}
+	keys := k.guarded(k.config(), k.flow(), k.flowOverrides(), k.flowMigrate(), k.flowWake())
 	if err := flowConfigScript.Run(ctx, b.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("broker: write flow control of %s: %w", q, err)
 	}
@@ -324,7 +324,7 @@ func (b *Broker) waitWake(ctx context.Context, q QueueRef, d time.Duration) erro
 // flowScanKeys keys with queued tasks per band.
 func (b *Broker) FlowKeys(ctx context.Context, q QueueRef, top int) ([]KeyFlow, error) {
 	k := keysFor(q)
-	v, err := flowKeysScript.Run(ctx, b.rdb, []string{k.flow()}, k.prefix).Slice()
+	v, err := flowKeysScript.Run(ctx, b.rdb, k.guarded(k.flow()), k.prefix).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("broker: flow keys of %s: %w", q, err)
 	}
@@ -370,7 +370,7 @@ func (b *Broker) FlowKeys(ctx context.Context, q QueueRef, top int) ([]KeyFlow, 
 // nothing.
 func (b *Broker) ReconcileFlowSlots(ctx context.Context, q QueueRef) (released int, err error) {
 	k := keysFor(q)
-	v, err := flowReconcileScript.Run(ctx, b.rdb, []string{k.flow()}, k.prefix).Int64Slice()
+	v, err := flowReconcileScript.Run(ctx, b.rdb, k.guarded(k.flow()), k.prefix).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("broker: reconcile flow slots of %s: %w", q, err)
 	}
@@ -381,7 +381,7 @@ func (b *Broker) ReconcileFlowSlots(ctx context.Context, q QueueRef) (released i
 // (flowWaitScript).
 func (b *Broker) waitReason(ctx context.Context, q QueueRef, t TaskInfo) (string, error) {
 	k := keysFor(q)
-	r, err := flowWaitScript.Run(ctx, b.rdb, []string{k.paused()}, k.prefix, t.ID, t.Priority, t.FlowKey, b.rateNow()).Text()
+	r, err := flowWaitScript.Run(ctx, b.rdb, k.guarded(k.paused()), k.prefix, t.ID, t.Priority, t.FlowKey, b.rateNow()).Text()
 	if err != nil {
 		return "", fmt.Errorf("broker: wait reason of %s: %w", t.ID, err)
 	}

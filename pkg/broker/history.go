@@ -100,7 +100,7 @@ func (b *Broker) RecordHistory(ctx context.Context, q QueueRef, keep int64, ttl 
 	}
 	k := keysFor(q)
 	// A second send would append the sample twice.
-	if err := runOnce(ctx, b.rdb, appendHistoryScript, []string{k.config(), k.history()}, args...).Err(); err != nil {
+	if err := runOnce(ctx, b.rdb, appendHistoryScript, k.guarded(k.config(), k.history()), args...).Err(); err != nil {
 		return fmt.Errorf("broker: record history of %s: %w", q, err)
 	}
 	return nil

@@ -299,7 +299,7 @@ func (b *Broker) RaiseQueueLayout(ctx context.Context, q QueueRef, n int) (behin
 		return nil, err
 	}
 	k := keysFor(q)
-	res, err := raiseQueueLayoutScript.Run(ctx, b.rdb, []string{k.config(), k.workers()}, k.prefix, n).Slice()
+	res, err := raiseQueueLayoutScript.Run(ctx, b.rdb, k.guarded(k.config(), k.workers()), k.prefix, n).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("broker: raise %s to layout %d: %w", q, n, err)
 	}

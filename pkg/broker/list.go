@@ -80,7 +80,7 @@ func (b *Broker) ListTasks(ctx context.Context, q QueueRef, opts ListOptions) (T
 		}
 	}
 	k := keysFor(q)
-	v, err := listScript.Run(ctx, b.rdb, []string{k.taskIndex()}, k.prefix, maxScore, after, opts.Limit,
+	v, err := listScript.Run(ctx, b.rdb, k.guarded(k.taskIndex()), k.prefix, maxScore, after, opts.Limit,
 		string(opts.State), listScanBudget+opts.Limit).Slice()
 	if err != nil {
 		return TaskList{}, fmt.Errorf("broker: list tasks of %s: %w", q, err)

@@ -45,7 +45,7 @@ const (
 // trips). A queue that was never used reads as zeros.
 func (b *Broker) QueueMetrics(ctx context.Context, q QueueRef) (QueueMetrics, error) {
 	k := keysFor(q)
-	keys := append(k.streams(), k.schedule(), k.deadLetter(), k.paused(), k.stats(), k.flow())
+	keys := k.guarded(append(k.streams(), k.schedule(), k.deadLetter(), k.paused(), k.stats(), k.flow())...)
 	v, err := queueMetricsScript.Run(ctx, b.fast, keys).Slice()
 	if err != nil {
 		return QueueMetrics{}, fmt.Errorf("broker: metrics of %s: %w", q, err)
@@ -82,7 +82,7 @@ func (b *Broker) QueueMetrics(ctx context.Context, q QueueRef) (QueueMetrics, er
 // and adds the tasks in its key lists to m.Queued and m.Lengths by band.
 func (b *Broker) flowMetrics(ctx context.Context, q QueueRef, m *QueueMetrics, stats map[string]string) error {
 	k := keysFor(q)
-	v, err := flowMetricsScript.Run(ctx, b.fast, []string{k.flow()}, k.prefix, b.rateNow()).Slice()
+	v, err := flowMetricsScript.Run(ctx, b.fast, k.guarded(k.flow()), k.prefix, b.rateNow()).Slice()
 	if err != nil {
 		return fmt.Errorf("broker: flow metrics of %s: %w", q, err)
 	}

@@ -36,11 +36,11 @@ func (b *Broker) PurgeQueue(ctx context.Context, q QueueRef) (int64, error) {
 
 func (b *Broker) purgeQueue(ctx context.Context, q QueueRef, batch int) (int64, error) {
 	k := keysFor(q)
-	keys := make([]string, 0, 11)
+	keys := make([]string, 0, 12)
 	for band := range 10 {
 		keys = append(keys, k.stream(band))
 	}
-	keys = append(keys, k.schedule())
+	keys = k.guarded(append(keys, k.schedule())...)
 	var total int64
 	for {
 		now, nowtxt := b.now()

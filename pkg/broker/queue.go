@@ -37,7 +37,7 @@ func (b *Broker) Cancel(ctx context.Context, q QueueRef, id string) (State, erro
 	}
 	k := keysFor(q)
 	now, nowtxt := b.now()
-	v, err := cancelScript.Run(ctx, b.rdb, []string{k.task(id), k.schedule()}, k.prefix, id, now, nowtxt).Slice()
+	v, err := cancelScript.Run(ctx, b.rdb, k.guarded(k.task(id), k.schedule()), k.prefix, id, now, nowtxt).Slice()
 	if err != nil {
 		return "", fmt.Errorf("broker: cancel %s: %w", id, err)
 	}
@@ -59,7 +59,7 @@ func (b *Broker) Resume(ctx context.Context, q QueueRef) error { return b.setPau
 func (b *Broker) setPaused(ctx context.Context, q QueueRef, on string) error {
 	k := keysFor(q)
 	now, _ := b.now()
-	if err := pauseScript.Run(ctx, b.rdb, []string{k.paused()}, k.prefix, on, now).Err(); err != nil {
+	if err := pauseScript.Run(ctx, b.rdb, k.guarded(k.paused()), k.prefix, on, now).Err(); err != nil {
 		return fmt.Errorf("broker: pause %s: %w", q, err)
 	}
 	return nil

@@ -46,7 +46,7 @@ func (b *Broker) Release(ctx context.Context, q QueueRef, consumer string, x Exe
 	if ran {
 		r = "1"
 	}
-	v, err := releaseScript.Run(ctx, b.rdb, []string{k.task(x.TaskID), k.stream(x.Band)},
+	v, err := releaseScript.Run(ctx, b.rdb, k.guarded(k.task(x.TaskID), k.stream(x.Band)),
 		k.prefix, consumer, x.MessageID, x.WorkerID, x.Attempt, r, now, nowtxt).Slice()
 	if err != nil {
 		return "", fmt.Errorf("broker: release %s: %w", x.TaskID, err)
@@ -84,7 +84,7 @@ func (b *Broker) Progress(ctx context.Context, q QueueRef, x Execution, progress
 	}
 	k := keysFor(q)
 	now, _ := b.now()
-	v, err := progressScript.Run(ctx, b.rdb, []string{k.task(x.TaskID)},
+	v, err := progressScript.Run(ctx, b.rdb, k.guarded(k.task(x.TaskID)),
 		k.prefix, x.MessageID, x.WorkerID, x.Attempt, p, now).Slice()
 	if err != nil {
 		return fmt.Errorf("broker: progress of %s: %w", x.TaskID, err)

@@ -52,7 +52,7 @@ func (b *Broker) PromoteDueMany(ctx context.Context, qs []QueueRef, limit int) [
 	now, nowtxt := b.now()
 	run := func(c redis.Scripter, q QueueRef, sc func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) *redis.Cmd {
 		k := keysFor(q)
-		return sc(ctx, c, []string{k.schedule()}, k.prefix, now, nowtxt, limit)
+		return sc(ctx, c, k.guarded(k.schedule()), k.prefix, now, nowtxt, limit)
 	}
 	cmds := make([]*redis.Cmd, len(qs))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

@@ -724,7 +724,7 @@ var startBatchScript = script(batchBody(startItemArgs, `
 local now, nowtxt = ARGV[2], ARGV[3]
 FLOW_CLOCK = ARGV[4]
 local out = {}
-for i = 0, #KEYS / 2 - 1 do
+for i = 0, math.floor(#KEYS / 2) - 1 do
   local a = 5 + W * i
   local msgid, entryAttempt, reclaimed, worker = unpack(ARGV, a, a + W - 1)
   out[i + 1] = try(start_entry, KEYS[1 + 2 * i], KEYS[2 + 2 * i], msgid, tonumber(entryAttempt), reclaimed, worker, now, nowtxt)
@@ -856,7 +856,7 @@ end
 
 FLOW_READS = tonumber(ARGV[4])
 local out = {}
-for i = 0, (#KEYS - 2) / 2 - 1 do
+for i = 0, math.floor((#KEYS - 2) / 2) - 1 do
   out[i + 1] = try(complete, KEYS[3 + 2 * i], KEYS[4 + 2 * i], 5 + W * i)
 end
 for _, stream in ipairs(streams) do
@@ -890,7 +890,7 @@ return out
 var touchScript = script(batchBody(touchItemArgs, `
 local consumer = ARGV[2]
 local lost = {}
-for i = 0, #KEYS / 2 - 1 do
+for i = 0, math.floor(#KEYS / 2) - 1 do
   local stream, a = KEYS[2 + 2 * i], 3 + W * i
   local msgid, worker, attempt = unpack(ARGV, a, a + W - 1)
   local h = redis.call("HMGET", KEYS[1 + 2 * i], "state", "msg", "worker_id", "attempt")

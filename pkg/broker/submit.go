@@ -340,7 +340,7 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 	k := keysFor(q)
 	now, nowtxt := b.now()
 	cfgKey := k.config() // also the record key of items without an idempotency key
-	keys := make([]string, 0, 3+Bands+2*len(items))
+	keys := make([]string, 0, 4+Bands+2*len(items))
 	keys = append(append(keys, cfgKey, k.schedule()), k.streams()...)
 	keys = append(keys, k.taskIndex())
 	args := make([]any, 0, 3+submitItemArgs*len(items))
@@ -367,7 +367,7 @@ func (b *Broker) submitBatch(ctx context.Context, q QueueRef, items []submitItem
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := submitBatchScript.Run(ctx, sc, keys, args...).Slice()
+	v, err := submitBatchScript.Run(ctx, sc, k.guarded(keys...), args...).Slice()
 	if err != nil {
 		return nil, nil, err
 	}

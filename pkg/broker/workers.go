@@ -34,7 +34,7 @@ import (
 func (b *Broker) Heartbeat(ctx context.Context, q QueueRef, w WorkerInfo, interval time.Duration) error {
 	k := keysFor(q)
 	now, _ := b.now()
-	found, err := heartbeatScript.Run(ctx, b.rdb, []string{k.config(), k.worker(w.ID), k.workers()},
+	found, err := heartbeatScript.Run(ctx, b.rdb, k.guarded(k.config(), k.worker(w.ID), k.workers()),
 		b.maxLayout, (3 * interval).Milliseconds(), now, w.ID,
 		"id", w.ID, "hostname", w.Hostname, "concurrency", w.Concurrency, "active", w.Active, "status", w.Status,
 		"started_at", msOrZero(w.StartedAt), "last_heartbeat", now, fieldLayout, b.maxLayout, "version", w.Version, "commit", w.Commit).Int()
@@ -159,7 +159,7 @@ func workerInfo(m map[string]string) WorkerInfo {
 // entries (XGROUP DELCONSUMER would discard them); ErrConsumerBusy otherwise.
 func (b *Broker) RemoveConsumer(ctx context.Context, q QueueRef, consumer string) error {
 	k := keysFor(q)
-	n, err := removeConsumerScript.Run(ctx, b.rdb, k.streams(), k.prefix, consumer).Int()
+	n, err := removeConsumerScript.Run(ctx, b.rdb, k.guarded(k.streams()...), k.prefix, consumer).Int()
 	if err != nil {
 		return fmt.Errorf("broker: remove consumer %s: %w", consumer, err)
 	}

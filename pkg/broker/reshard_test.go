@@ -1,0 +1,360 @@
+/*
+Copyright 2026 The dtq Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-dev/dtq/pkg/redistest"
+)
+
+// slotMove moves one hash slot between two masters of a cluster the way
+// Redis' own resharding does (redis-cli --cluster reshard): the target
+// IMPORTING, the source MIGRATING, MIGRATE of the keys in batches, then the
+// slot's new owner announced to every master.
+type slotMove struct {
+	t              *testing.T
+	slot           int
+	masters        []*redis.Client
+	src, dst       *redis.Client
+	srcID, dstID   string
+	dstHost, dstPt string
+}
+
+func newSlotMove(t *testing.T, cc *redis.ClusterClient, key string) *slotMove {
+	t.Helper()
+	m := &slotMove{t: t, slot: int(cc.ClusterKeySlot(ctx, key).Val())}
+	shards, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range shards {
+		c := redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr})
+		t.Cleanup(func() { _ = c.Close() })
+		m.masters = append(m.masters, c)
+		if m.slot >= s.Start && m.slot <= s.End {
+			m.src = c
+		} else if m.dst == nil {
+			m.dst = c
+			m.dstHost, m.dstPt, _ = strings.Cut(s.Nodes[0].Addr, ":")
+		}
+	}
+	id := func(c *redis.Client) string {
+		v, err := c.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	m.srcID, m.dstID = id(m.src), id(m.dst)
+	return m
+}
+
+func (m *slotMove) do(c *redis.Client, args ...any) {
+	if err := c.Do(ctx, args...).Err(); err != nil {
+		m.t.Fatalf("%v: %v", args, err)
+	}
+}
+
+// begin puts the slot in its migrating state on both nodes.
+func (m *slotMove) begin() {
+	m.do(m.dst, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", m.srcID)
+	m.do(m.src, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", m.dstID)
+}
+
+// migrate moves keys from the source to the target.
+func (m *slotMove) migrate(keys ...string) {
+	args := []any{"MIGRATE", m.dstHost, m.dstPt, "", 0, 5000, "REPLACE", "KEYS"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if err := m.src.Do(ctx, args...).Err(); err != nil && err.Error() != "NOKEY" {
+		m.t.Fatalf("MIGRATE: %v", err)
+	}
+}
+
+// left is up to n keys of the slot still on the source.
+func (m *slotMove) left(n int) []string {
+	keys, err := m.src.ClusterGetKeysInSlot(ctx, m.slot, n).Result()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return keys
+}
+
+// finish moves the rest of the keys and gives the slot to the target.
+func (m *slotMove) finish() {
+	for keys := m.left(100); len(keys) > 0; keys = m.left(100) {
+		m.migrate(keys...)
+	}
+	for _, c := range m.masters {
+		m.do(c, "CLUSTER", "SETSLOT", m.slot, "NODE", m.dstID)
+	}
+}
+
+// A script that finds some of the keys it touches moved to another node
+// fails at the first of them, its earlier writes kept. The promotion of a
+// delayed task takes it out of the schedule before it reads the task: with
+// the task moved and the schedule not, it would lose the task. Every script
+// call declares the queue's slot guard (keys.guarded), so while the slot
+// migrates Redis refuses the call before it runs, and the task is promoted
+// once the slot has moved.
+func TestScriptsWaitForAMigratingSlot(t *testing.T) {
+	cc := redistest.StartCluster(t, 3)
+	clk := newFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	b := New(cc, WithClock(clk))
+	q := QueueRef{Namespace: "ns", Name: "moving"}
+	if err := b.EnsureQueue(ctx, q, DefaultQueueConfig()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Submit(ctx, q, SubmitRequest{Type: "t", IdempotencyKey: "k", NotBefore: clk.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keysFor(q)
+	m := newSlotMove(t, cc, k.prefix)
+	m.begin()
+	m.migrate(k.task(r.Task.ID)) // the task and the band streams first, the schedule later
+	for band := range Bands {
+		m.migrate(k.stream(band))
+	}
+	clk.Step(2 * time.Minute)
+	for _, call := range []struct {
+		name string
+		run  func() error
+	}{
+		{"PromoteDue", func() error { _, _, err := b.PromoteDue(ctx, q, 10); return err }},
+		{"Cancel", func() error { _, err := b.Cancel(ctx, q, r.Task.ID); return err }},
+		{"Submit", func() error { _, err := b.Submit(ctx, q, SubmitRequest{Type: "t"}); return err }},
+	} {
+		if err := call.run(); err == nil || !strings.Contains(err.Error(), "TRYAGAIN") {
+			t.Errorf("%s while the slot migrates: %v; want TRYAGAIN (refused before the script runs)", call.name, err)
+		}
+	}
+
+	m.finish()
+	if n, _, err := b.PromoteDue(ctx, q, 10); err != nil || n != 1 {
+		t.Fatalf("PromoteDue after the move: moved %d, %v; want the task (it was lost if it left the schedule while the slot migrated)", n, err)
+	}
+	ss, err := b.ReadStart(ctx, q, "w", "w", 5, 0)
+	if err != nil || len(ss) != 1 || ss[0].TaskID != r.Task.ID || !ss[0].Run {
+		t.Fatalf("ReadStart after the move: %+v, %v; want task %s to run", ss, err, r.Task.ID)
+	}
+}
+
+// TestLiveResharding moves a busy queue's slot to another master while a
+// producer submits keyed tasks (a third of them delayed by 200 ms, so the
+// promotion of due tasks runs throughout) and two workers drain them, the keys moved
+// task hashes and records first (the order in which scripts that read a
+// task would find it gone). Every accepted task must run exactly once (the
+// count is the handler's own, not dtq's) and end Succeeded; the calls the
+// move refuses are retried as any caller retries a Redis error.
+func TestLiveResharding(t *testing.T) {
+	cc := redistest.StartCluster(t, 3)
+	b := New(cc)
+	q := QueueRef{Namespace: "ns", Name: "hot"}
+	cfg := DefaultQueueConfig()
+	cfg.MaxDepth = 1 << 30
+	if err := b.EnsureQueue(ctx, q, cfg); err != nil {
+		t.Fatal(err)
+	}
+	const tasks = 3000
+	var (
+		mu       sync.Mutex
+		accepted = map[string]string{} // idempotency key -> task ID
+		runs     = map[string]int{}    // task ID -> executions, counted by the handler
+		refused  atomic.Int64
+		wg       sync.WaitGroup
+	)
+	// Every failed call is retried, as the manager, the API's clients and
+	// the workers retry; the ones the move should cause are counted apart
+	// from the others, which are logged.
+	var others atomic.Int64
+	failed := func(what string, err error) {
+		for _, p := range []string{"TRYAGAIN", "ASK", "MOVED"} {
+			if strings.Contains(err.Error(), p) {
+				refused.Add(1)
+				return
+			}
+		}
+		if others.Add(1) <= 5 {
+			t.Logf("%s: %v", what, err)
+		}
+	}
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() { // the producer: each key until it is accepted
+		defer wg.Done()
+		for i := range tasks {
+			key := fmt.Sprintf("k-%d", i)
+			req := SubmitRequest{Type: "t", IdempotencyKey: key}
+			if i%3 == 0 { // through the schedule
+				req.NotBefore = time.Now().Add(200 * time.Millisecond)
+			}
+			for {
+				r, err := b.Submit(ctx, q, req)
+				if err == nil {
+					mu.Lock()
+					accepted[key] = r.Task.ID
+					mu.Unlock()
+					break
+				}
+				failed("submit", err)
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	wg.Add(1)
+	go func() { // the manager's promotion of due tasks
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if _, _, err := b.PromoteDue(ctx, q, 100); err != nil {
+				failed("promote", err)
+			}
+		}
+	}()
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("w%d", w)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ss, err := b.ReadStart(ctx, q, name, name, 8, 20*time.Millisecond)
+				if err == nil && len(ss) == 0 {
+					// An entry a refused call left pending: taken back as a
+					// crashed worker's would be.
+					var ds []Delivery
+					if ds, err = b.Reclaim(ctx, q, name, time.Second, 8); err == nil {
+						for _, d := range ds {
+							sr, serr := b.Start(ctx, q, name, d)
+							if serr != nil {
+								err = serr
+								break
+							}
+							ss = append(ss, Started{Delivery: d, StartResult: sr})
+						}
+					}
+				}
+				if err != nil {
+					failed("read", err)
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				for _, s := range ss {
+					if s.Err != nil || !s.Run {
+						continue
+					}
+					mu.Lock()
+					runs[s.Task.ID]++
+					mu.Unlock()
+					x := Execution{Delivery: s.Delivery, WorkerID: name, Attempt: s.Task.Attempt}
+					for {
+						_, err := b.Complete(ctx, q, x, Outcome{})
+						var be *Error
+						if err == nil || errors.As(err, &be) { // done, or the engine's answer (the lease was lost)
+							break
+						}
+						failed("complete", err)
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+			}
+		}()
+	}
+
+	time.Sleep(500 * time.Millisecond) // a backlog and tasks in flight
+	k := keysFor(q)
+	m := newSlotMove(t, cc, k.prefix)
+	m.begin()
+	moved := 0
+	for {
+		all := m.left(100000)
+		if len(all) == 0 {
+			break
+		}
+		var batch []string
+		for _, key := range all {
+			if strings.Contains(key, ":"+sufTask) || strings.Contains(key, ":"+sufIdempotency) || strings.Contains(key, ":"+sufResult) {
+				batch = append(batch, key)
+			}
+		}
+		if len(batch) == 0 {
+			batch = all
+		}
+		batch = batch[:min(5, len(batch))]
+		m.migrate(batch...)
+		moved += len(batch)
+		time.Sleep(2 * time.Millisecond)
+	}
+	m.finish()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mu.Lock()
+		done := len(accepted) == tasks && len(runs) >= tasks
+		mu.Unlock()
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // a task run twice would show in runs now
+	close(stop)
+	wg.Wait()
+
+	lost, twice, notDone := 0, 0, map[State]int{}
+	for _, id := range accepted {
+		switch runs[id] {
+		case 0:
+			lost++
+		case 1:
+		default:
+			twice++
+		}
+		ti, err := b.GetTask(ctx, q, id)
+		if err != nil {
+			t.Fatalf("task %s: %v", id, err)
+		}
+		if ti.State != StateSucceeded {
+			notDone[ti.State]++
+		}
+	}
+	t.Logf("%d keys moved, %d calls refused while the slot moved, %d other errors; %d accepted, %d lost, %d ran twice, not Succeeded: %v",
+		moved, refused.Load(), others.Load(), len(accepted), lost, twice, notDone)
+	if len(accepted) != tasks || lost > 0 || twice > 0 || len(notDone) > 0 {
+		t.Errorf("after the move: %d of %d accepted, %d lost, %d ran twice, not Succeeded %v; want every task run once and Succeeded",
+			len(accepted), tasks, lost, twice, notDone)
+	}
+}
