@@ -68,8 +68,11 @@ const (
 	sufFlowTimed     = "fc:timed" // zset: rate-parked key -> when it may start again, us
 	sufFlowWake      = "fc:wake"  // stream of wake tokens, read by waiting workers in group flowWakeGroup
 	sufFlowTimer     = "fc:timer" // string: the worker that waits on a rate limit's timer (the others wait for tokens)
-	sufSlotGuard     = "slot-guard" // never written: the key every script call declares last (guarded)
 )
+
+// sufSlotGuard is a key that is never written: every script call on a queue
+// declares it last (guarded).
+const sufSlotGuard = "slot-guard"
 
 // flowWakeGroup is the consumer group of the wake-token stream.
 const flowWakeGroup = "wake"
@@ -101,13 +104,14 @@ func (k keys) flowMigrate() string           { return k.prefix + sufFlowMigrate 
 func (k keys) flowOverrides() string         { return k.prefix + sufFlowOverrides }
 func (k keys) flowHeld() string              { return k.prefix + sufFlowHeld }
 func (k keys) flowWake() string              { return k.prefix + sufFlowWake }
+
 // guarded returns ks and, last, the queue's slot guard: a key that never
 // exists, declared by every script call on the queue. While the queue's slot
 // migrates between Redis Cluster nodes, Redis answers a call that declares
 // several keys, one of them missing, with TRYAGAIN on the old node and on the
 // new one alike, so no script runs while the queue's keys are split between
 // them: a script that found some of its keys gone would fail half-way, its
-// earlier writes kept (docs/redis.md, "Resharding").
+// earlier writes kept (docs/redis.md, "Resharding a cluster while queues work").
 // It appends to ks: pass a slice of the call's own.
 func (k keys) guarded(ks ...string) []string { return append(ks, k.prefix+sufSlotGuard) }
 

@@ -19,6 +19,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,29 +47,33 @@ type slotMove struct {
 func newSlotMove(t *testing.T, cc *redis.ClusterClient, key string) *slotMove {
 	t.Helper()
 	m := &slotMove{t: t, slot: int(cc.ClusterKeySlot(ctx, key).Val())}
-	shards, err := cc.ClusterSlots(ctx).Result()
+	shards, err := cc.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range shards {
-		c := redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr})
-		t.Cleanup(func() { _ = c.Close() })
-		m.masters = append(m.masters, c)
-		if m.slot >= s.Start && m.slot <= s.End {
-			m.src = c
-		} else if m.dst == nil {
-			m.dst = c
-			m.dstHost, m.dstPt, _ = strings.Cut(s.Nodes[0].Addr, ":")
+		for _, n := range s.Nodes {
+			if n.Role != "master" {
+				continue
+			}
+			c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("%s:%d", n.IP, n.Port)})
+			t.Cleanup(func() { _ = c.Close() })
+			m.masters = append(m.masters, c)
+			owns := false
+			for _, r := range s.Slots {
+				owns = owns || (int64(m.slot) >= r.Start && int64(m.slot) <= r.End)
+			}
+			if owns {
+				m.src, m.srcID = c, n.ID
+			} else if m.dst == nil {
+				m.dst, m.dstID = c, n.ID
+				m.dstHost, m.dstPt = n.IP, strconv.FormatInt(n.Port, 10)
+			}
 		}
 	}
-	id := func(c *redis.Client) string {
-		v, err := c.Do(ctx, "CLUSTER", "MYID").Text()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+	if m.src == nil || m.dst == nil {
+		t.Fatalf("no source or target for slot %d in %+v", m.slot, shards)
 	}
-	m.srcID, m.dstID = id(m.src), id(m.dst)
 	return m
 }
 
