@@ -19,7 +19,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,94 +28,40 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-dev/dtq/pkg/redistest"
+	"github.com/dtq-dev/dtq/pkg/redistest/rediscluster"
 )
 
-// slotMove moves one hash slot between two masters of a cluster the way
-// Redis' own resharding does (redis-cli --cluster reshard): the target
-// IMPORTING, the source MIGRATING, MIGRATE of the keys in batches, then the
-// slot's new owner announced to every master.
-type slotMove struct {
-	t              *testing.T
-	slot           int
-	masters        []*redis.Client
-	src, dst       *redis.Client
-	srcID, dstID   string
-	dstHost, dstPt string
-}
-
-func newSlotMove(t *testing.T, cc *redis.ClusterClient, key string) *slotMove {
+// moveSlot prepares the move of the slot of key to another master
+// (rediscluster.SlotMove), failing t on an error.
+func moveSlot(t *testing.T, cc *redis.ClusterClient, key string) *slotMove {
 	t.Helper()
-	m := &slotMove{t: t, slot: int(cc.ClusterKeySlot(ctx, key).Val())}
-	shards, err := cc.ClusterShards(ctx).Result()
+	m, err := rediscluster.NewSlotMove(ctx, cc, int(cc.ClusterKeySlot(ctx, key).Val()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range shards {
-		for _, n := range s.Nodes {
-			if n.Role != "master" {
-				continue
-			}
-			c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("%s:%d", n.IP, n.Port)})
-			t.Cleanup(func() { _ = c.Close() })
-			m.masters = append(m.masters, c)
-			owns := false
-			for _, r := range s.Slots {
-				owns = owns || (int64(m.slot) >= r.Start && int64(m.slot) <= r.End)
-			}
-			if owns {
-				m.src, m.srcID = c, n.ID
-			} else if m.dst == nil {
-				m.dst, m.dstID = c, n.ID
-				m.dstHost, m.dstPt = n.IP, strconv.FormatInt(n.Port, 10)
-			}
-		}
-	}
-	if m.src == nil || m.dst == nil {
-		t.Fatalf("no source or target for slot %d in %+v", m.slot, shards)
-	}
-	return m
+	t.Cleanup(m.Close)
+	return &slotMove{t: t, m: m}
 }
 
-func (m *slotMove) do(c *redis.Client, args ...any) {
-	if err := c.Do(ctx, args...).Err(); err != nil {
-		m.t.Fatalf("%v: %v", args, err)
-	}
+// slotMove is rediscluster.SlotMove with its errors failing the test.
+type slotMove struct {
+	t *testing.T
+	m *rediscluster.SlotMove
 }
 
-// begin puts the slot in its migrating state on both nodes.
-func (m *slotMove) begin() {
-	m.do(m.dst, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", m.srcID)
-	m.do(m.src, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", m.dstID)
-}
-
-// migrate moves keys from the source to the target.
-func (m *slotMove) migrate(keys ...string) {
-	args := []any{"MIGRATE", m.dstHost, m.dstPt, "", 0, 5000, "REPLACE", "KEYS"}
-	for _, k := range keys {
-		args = append(args, k)
-	}
-	if err := m.src.Do(ctx, args...).Err(); err != nil && err.Error() != "NOKEY" {
-		m.t.Fatalf("MIGRATE: %v", err)
-	}
-}
-
-// left is up to n keys of the slot still on the source.
-func (m *slotMove) left(n int) []string {
-	keys, err := m.src.ClusterGetKeysInSlot(ctx, m.slot, n).Result()
+func (s *slotMove) check(err error) {
+	s.t.Helper()
 	if err != nil {
-		m.t.Fatal(err)
+		s.t.Fatalf("moving slot %d: %v", s.m.Slot, err)
 	}
-	return keys
 }
-
-// finish moves the rest of the keys and gives the slot to the target.
-func (m *slotMove) finish() {
-	for keys := m.left(100); len(keys) > 0; keys = m.left(100) {
-		m.migrate(keys...)
-	}
-	for _, c := range m.masters {
-		m.do(c, "CLUSTER", "SETSLOT", m.slot, "NODE", m.dstID)
-	}
+func (s *slotMove) begin()                 { s.check(s.m.Begin(ctx)) }
+func (s *slotMove) migrate(keys ...string) { s.check(s.m.Migrate(ctx, keys...)) }
+func (s *slotMove) finish()                { s.check(s.m.Finish(ctx)) }
+func (s *slotMove) left(n int) []string {
+	keys, err := s.m.Left(ctx, n)
+	s.check(err)
+	return keys
 }
 
 // A script that finds some of the keys it touches moved to another node
@@ -139,7 +84,7 @@ func TestScriptsWaitForAMigratingSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := keysFor(q)
-	m := newSlotMove(t, cc, k.prefix)
+	m := moveSlot(t, cc, k.prefix)
 	m.begin()
 	m.migrate(k.task(r.Task.ID)) // the task and the band streams first, the schedule later
 	for band := range Bands {
@@ -301,7 +246,7 @@ func TestLiveResharding(t *testing.T) {
 
 	time.Sleep(500 * time.Millisecond) // a backlog and tasks in flight
 	k := keysFor(q)
-	m := newSlotMove(t, cc, k.prefix)
+	m := moveSlot(t, cc, k.prefix)
 	m.begin()
 	moved := 0
 	for {

@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package rediscluster forms a Redis Cluster out of fresh redis-server
-// processes started in cluster mode: the dev stack's and the tests'.
+// processes started in cluster mode (the dev stack's and the tests'), and
+// moves a slot between its masters (SlotMove).
 package rediscluster
 
 import (
@@ -103,3 +104,111 @@ func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return strings.TrimSpace(l)
 }
+
+// SlotMove moves one hash slot from the master that serves it to another
+// master, step by step, the way Redis' own resharding does (redis-cli
+// --cluster reshard): Begin marks the slot IMPORTING on the target and
+// MIGRATING on the source, Migrate moves keys (MIGRATE), Finish moves the
+// rest and gives the slot to the target on every master. Between the steps
+// the caller decides which keys move when (the tests move a queue's keys in
+// an order that finds its scripts' weak spots).
+type SlotMove struct {
+	Slot                           int
+	masters                        []*redis.Client
+	src, dst                       *redis.Client
+	srcID, dstID, dstHost, dstPort string
+}
+
+// NewSlotMove prepares the move of slot away from its master to another one
+// of cc's masters, with cc's credentials. Close closes its connections.
+func NewSlotMove(ctx context.Context, cc *redis.ClusterClient, slot int) (*SlotMove, error) {
+	shards, err := cc.ClusterShards(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	o := cc.Options()
+	m := &SlotMove{Slot: slot}
+	for _, s := range shards {
+		for _, n := range s.Nodes {
+			if n.Role != "master" {
+				continue
+			}
+			c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(n.IP, fmt.Sprint(n.Port)),
+				Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig})
+			m.masters = append(m.masters, c)
+			owns := false
+			for _, r := range s.Slots {
+				owns = owns || (int64(slot) >= r.Start && int64(slot) <= r.End)
+			}
+			switch {
+			case owns:
+				m.src, m.srcID = c, n.ID
+			case m.dst == nil:
+				m.dst, m.dstID, m.dstHost, m.dstPort = c, n.ID, n.IP, fmt.Sprint(n.Port)
+			}
+		}
+	}
+	if m.src == nil || m.dst == nil {
+		m.Close()
+		return nil, fmt.Errorf("slot %d: no master serving it, or no other master", slot)
+	}
+	return m, nil
+}
+
+// Begin puts the slot in its migrating state on both masters.
+func (m *SlotMove) Begin(ctx context.Context) error {
+	if err := m.dst.Do(ctx, "CLUSTER", "SETSLOT", m.Slot, "IMPORTING", m.srcID).Err(); err != nil {
+		return err
+	}
+	return m.src.Do(ctx, "CLUSTER", "SETSLOT", m.Slot, "MIGRATING", m.dstID).Err()
+}
+
+// Left returns up to n keys of the slot still on the source.
+func (m *SlotMove) Left(ctx context.Context, n int) ([]string, error) {
+	return m.src.ClusterGetKeysInSlot(ctx, m.Slot, n).Result()
+}
+
+// Migrate moves keys to the target.
+func (m *SlotMove) Migrate(ctx context.Context, keys ...string) error {
+	args := []any{"MIGRATE", m.dstHost, m.dstPort, "", 0, 5000, "REPLACE"}
+	switch o := m.src.Options(); {
+	case o.Username != "":
+		args = append(args, "AUTH2", o.Username, o.Password)
+	case o.Password != "":
+		args = append(args, "AUTH", o.Password)
+	}
+	args = append(args, "KEYS")
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if err := m.src.Do(ctx, args...).Err(); err != nil && err.Error() != "NOKEY" {
+		return fmt.Errorf("MIGRATE: %w", err)
+	}
+	return nil
+}
+
+// Finish moves the keys left and gives the slot to the target on every
+// master.
+func (m *SlotMove) Finish(ctx context.Context) error {
+	for {
+		keys, err := m.Left(ctx, 100)
+		if err != nil || len(keys) == 0 {
+			if err != nil {
+				return err
+			}
+			break
+		}
+		if err := m.Migrate(ctx, keys...); err != nil {
+			return err
+		}
+	}
+	for _, c := range m.masters {
+		if err := c.Do(ctx, "CLUSTER", "SETSLOT", m.Slot, "NODE", m.dstID).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes the connections to the masters.
+func (m *SlotMove) Close() { closeAll(m.masters) }
