@@ -32,36 +32,20 @@ import (
 )
 
 // moveSlot prepares the move of the slot of key to another master
-// (rediscluster.SlotMove), failing t on an error.
-func moveSlot(t *testing.T, cc *redis.ClusterClient, key string) *slotMove {
+// (rediscluster.SlotMove).
+func moveSlot(t *testing.T, cc *redis.ClusterClient, key string) *rediscluster.SlotMove {
 	t.Helper()
 	m, err := rediscluster.NewSlotMove(ctx, cc, int(cc.ClusterKeySlot(ctx, key).Val()))
+	must(t, err)
+	t.Cleanup(m.Close)
+	return m
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Close)
-	return &slotMove{t: t, m: m}
-}
-
-// slotMove is rediscluster.SlotMove with its errors failing the test.
-type slotMove struct {
-	t *testing.T
-	m *rediscluster.SlotMove
-}
-
-func (s *slotMove) check(err error) {
-	s.t.Helper()
-	if err != nil {
-		s.t.Fatalf("moving slot %d: %v", s.m.Slot, err)
-	}
-}
-func (s *slotMove) begin()                 { s.check(s.m.Begin(ctx)) }
-func (s *slotMove) migrate(keys ...string) { s.check(s.m.Migrate(ctx, keys...)) }
-func (s *slotMove) finish()                { s.check(s.m.Finish(ctx)) }
-func (s *slotMove) left(n int) []string {
-	keys, err := s.m.Left(ctx, n)
-	s.check(err)
-	return keys
 }
 
 // A script that finds some of the keys it touches moved to another node
@@ -85,11 +69,9 @@ func TestScriptsWaitForAMigratingSlot(t *testing.T) {
 	}
 	k := keysFor(q)
 	m := moveSlot(t, cc, k.prefix)
-	m.begin()
-	m.migrate(k.task(r.Task.ID)) // the task and the band streams first, the schedule later
-	for band := range Bands {
-		m.migrate(k.stream(band))
-	}
+	must(t, m.Begin(ctx))
+	must(t, m.Migrate(ctx, k.task(r.Task.ID))) // the task and the band streams first, the schedule later
+	must(t, m.Migrate(ctx, k.streams()...))
 	clk.Step(2 * time.Minute)
 	for _, call := range []struct {
 		name string
@@ -104,7 +86,7 @@ func TestScriptsWaitForAMigratingSlot(t *testing.T) {
 		}
 	}
 
-	m.finish()
+	must(t, m.Finish(ctx, 100, 0))
 	if n, _, err := b.PromoteDue(ctx, q, 10); err != nil || n != 1 {
 		t.Fatalf("PromoteDue after the move: moved %d, %v; want the task (it was lost if it left the schedule while the slot migrated)", n, err)
 	}
@@ -247,10 +229,11 @@ func TestLiveResharding(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // a backlog and tasks in flight
 	k := keysFor(q)
 	m := moveSlot(t, cc, k.prefix)
-	m.begin()
+	must(t, m.Begin(ctx))
 	moved := 0
 	for {
-		all := m.left(100000)
+		all, err := m.Left(ctx, 100000)
+		must(t, err)
 		if len(all) == 0 {
 			break
 		}
@@ -264,11 +247,11 @@ func TestLiveResharding(t *testing.T) {
 			batch = all
 		}
 		batch = batch[:min(5, len(batch))]
-		m.migrate(batch...)
+		must(t, m.Migrate(ctx, batch...))
 		moved += len(batch)
 		time.Sleep(2 * time.Millisecond)
 	}
-	m.finish()
+	must(t, m.Finish(ctx, 100, 0))
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -187,20 +187,21 @@ func (m *SlotMove) Migrate(ctx context.Context, keys ...string) error {
 	return nil
 }
 
-// Finish moves the keys left and gives the slot to the target on every
-// master.
-func (m *SlotMove) Finish(ctx context.Context) error {
+// Finish moves the keys left, batch at a time with pause after each batch,
+// and gives the slot to the target on every master.
+func (m *SlotMove) Finish(ctx context.Context, batch int, pause time.Duration) error {
 	for {
-		keys, err := m.Left(ctx, 100)
-		if err != nil || len(keys) == 0 {
-			if err != nil {
-				return err
-			}
+		keys, err := m.Left(ctx, batch)
+		if err != nil {
+			return err
+		}
+		if len(keys) == 0 {
 			break
 		}
 		if err := m.Migrate(ctx, keys...); err != nil {
 			return err
 		}
+		time.Sleep(pause)
 	}
 	for _, c := range m.masters {
 		if err := c.Do(ctx, "CLUSTER", "SETSLOT", m.Slot, "NODE", m.dstID).Err(); err != nil {
