@@ -841,7 +841,15 @@ redis.call("HSET", KEYS[1], "flow", new)
 if old == new then return "same" end
 redis.call("SET", KEYS[2], new)
 redis.call("DEL", KEYS[3])
-if #ARGV > 2 then redis.call("HSET", KEYS[3], unpack(ARGV, 3)) end
+if #ARGV > 2 then
+  redis.call("HSET", KEYS[3], unpack(ARGV, 3))
+  -- More than a few overrides: make fc:o a hash table for good. Redis
+  -- keeps a small hash as a listpack, which every HGET scans field by
+  -- field (the claim looks up each key it considers); a value longer than
+  -- hash-max-listpack-value (64 bytes unless configured) converts it. " "
+  -- is no flow key, and its value is no override (parseFlow skips it).
+  if #ARGV > 2 + 2 * 8 then redis.call("HSET", KEYS[3], " ", string.rep("-", 256)) end
+end
 if not old or old == "off" then
   redis.call("SET", KEYS[4], "1")
   pcall(redis.call, "XGROUP", "CREATE", KEYS[5], "` + flowWakeGroup + `", "$", "MKSTREAM")

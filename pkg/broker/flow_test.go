@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // newFlowEnv is newEnv with flow control fc, its rate limits on the test's
@@ -111,6 +112,27 @@ func TestFlowConfigRoundTrip(t *testing.T) {
 	}
 	if got, _ := e.b.QueueConfig(ctx, e.q); got.Flow != nil {
 		t.Errorf("flow control after removing it: %+v", got.Flow)
+	}
+}
+
+// More than eight overrides are kept in a hash table, not a listpack that
+// every lookup of the claim scans; the marker that converts it is no
+// override.
+func TestFlowManyOverridesAreAHashTable(t *testing.T) {
+	fc := FlowControl{Fairness: FairnessWeighted, Overrides: map[string]KeyOverride{}}
+	for i := range 20 {
+		fc.Overrides[fmt.Sprintf("tenant-%d", i)] = KeyOverride{Weight: int64(1 + i%5)}
+	}
+	e := newFlowEnv(t, fc)
+	if enc := e.rdb.ObjectEncoding(ctx, keysFor(e.q).flowOverrides()).Val(); enc != "hashtable" {
+		t.Errorf("fc:o with 20 overrides is a %q, want a hashtable", enc)
+	}
+	got, err := e.b.QueueConfig(ctx, e.q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(&fc, got.Flow, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("flow control read back (-want +got):\n%s", d)
 	}
 }
 
