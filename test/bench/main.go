@@ -104,8 +104,10 @@ func main() {
 	defer rdb.Close()
 	ctx := context.Background()
 	ver, _ := rdb.Info(ctx, "server").Result()
+	node := rdb.ConfigGet(ctx, "stream-node-max-entries").Val()["stream-node-max-entries"]
 
-	fmt.Printf("tasks=%d producers=%d payload=%dB redis=%s\n\n", p.Tasks, p.Producers, len(p.Payload), redisVersion(ver))
+	fmt.Printf("tasks=%d producers=%d payload=%dB redis=%s stream-node-max-entries=%s\n\n",
+		p.Tasks, p.Producers, len(p.Payload), redisVersion(ver), node)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "group\tcase\tdtq ops/s\tpeer ops/s\tdtq/peer\tpeer\t")
 	for _, c := range cases {

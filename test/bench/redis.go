@@ -44,7 +44,10 @@ func startRedis() (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	// The settings docs/redis.md recommends (stream-node-max-entries); the
+	// header prints the value a run had.
+	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--stream-node-max-entries", "20")
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
