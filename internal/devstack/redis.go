@@ -155,8 +155,8 @@ func (r *redisServer) start(ctx context.Context) error {
 			"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--protected-mode", "yes",
 			"--daemonize", "no", "--dir", r.dataDir, "--appendonly", "yes", "--appendfsync", r.fsync,
 			"--save", "", "--loglevel", "warning", "--logfile", "",
-			// The setting docs/redis.md recommends: a completion's XDEL walks its
-			// stream node from the start, so smaller nodes make it cheaper.
+			// The setting docs/operations.md recommends (Production Redis, "Stream
+			// nodes"): a completion's XDEL walks its stream node from the start.
 			"--stream-node-max-entries", "20"}, r.extra...)...)
 		proc, err := startChild("redis-server", r.stackDir, r.logPath, cmd)
 		if err != nil {

@@ -44,7 +44,7 @@ func startRedis() (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The settings docs/redis.md recommends (stream-node-max-entries); the
+	// The setting docs/operations.md recommends (stream-node-max-entries); the
 	// header prints the value a run had.
 	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--stream-node-max-entries", "20")
