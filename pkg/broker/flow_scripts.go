@@ -529,9 +529,13 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
       -- Windows of the lowest keys, one after the other while slots are
       -- left: a window whose keys all parked or emptied, or whose
       -- keys moved past its last score, gives way to the next.
+      -- A window is the slots left plus two keys: every key read costs the
+      -- call its score, held count, override and limits, whether picked or
+      -- not (8 beyond the slots cost the flow drain row 3.7% more Redis
+      -- instructions per task); keys that park make room for the next window.
       local again = true
       while again and allowed > 0 and budget > 0 do
-        local m = allowed + 8
+        local m = allowed + 2
         local win = redis.call("ZRANGE", rk, 0, m - 1, "WITHSCORES")
         local keys, score = {}, {}
         for i = 1, #win, 2 do keys[#keys + 1] = win[i]; score[win[i]] = tonumber(win[i + 1]) end
