@@ -193,7 +193,7 @@ type TaskInfo struct {
 	CreatedAt       time.Time
 	AvailableAt     time.Time // when it becomes (or became) runnable
 	ExpiresAt       time.Time // zero: never
-	StartedAt       time.Time // of the latest attempt
+	StartedAt       time.Time // of the latest attempt; on a queue with a rate limit, the Redis server's clock when the limit admitted it
 	FinishedAt      time.Time
 	WorkerID        string
 	LastError       string // sanitized, at most 500 characters

@@ -717,8 +717,13 @@ end
 local function fc_claim(flowtxt, mig, consumer, count, worker, now, nowtxt)
   local F = flow_parse(flowtxt)
   FLOW_CFG = F
-  -- The clock and the rate-parked keys only matter when a rate is set.
+  -- The clock and the rate-parked keys only matter when a rate is set. A
+  -- rate admits by its clock, so the starts of such a claim are stamped
+  -- with it (started_at, TaskStarted), not with the worker's now: recorded
+  -- starts obey the rate whatever the worker's clock or how long the call
+  -- waited in Redis's queue.
   local fnow = (F.rl > 0 or F.krated) and flow_now() or 0
+  if fnow > 0 then now = string.format("%d", math.floor(fnow / 1000)) end
   local skip = mig and fc_migrate(F, consumer) or {}
   local allowed, why, at = count, nil, nil
   if F.maxc > 0 then

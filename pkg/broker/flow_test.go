@@ -240,6 +240,38 @@ func TestFlowRateAdmitsAtMostBurstPlusRate(t *testing.T) {
 	}
 }
 
+// A rate admits by its clock (the Redis server's; here a test clock 7 s
+// ahead of the engine's), so the starts it admits are stamped with that
+// clock: recorded starts obey the rate whatever the worker's clock says or
+// how long its claim waited. A queue without a rate stamps the worker's.
+func TestFlowRatedStartsCarryTheRateClock(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fc    FlowControl
+		ahead time.Duration
+	}{
+		{"queue rate", FlowControl{Rate: &FlowRate{Limit: 10, Period: time.Second, Burst: 2}}, 7 * time.Second},
+		{"key rate", FlowControl{PerKey: KeyLimits{Rate: &FlowRate{Limit: 10, Period: time.Second, Burst: 2}}}, 7 * time.Second},
+		{"no rate", FlowControl{PerKey: KeyLimits{Concurrency: 2}}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newFlowEnv(t, c.fc)
+			e.b.rateClock = newFakeClock(e.clock.Now().Add(7 * time.Second))
+			e.keyed("a", 2)
+			xs := e.claim("w", 10)
+			if len(xs) != 2 {
+				t.Fatalf("claimed %d, want 2", len(xs))
+			}
+			want := e.clock.Now().Add(c.ahead).Truncate(time.Millisecond)
+			for _, x := range xs {
+				if got := e.task(x.TaskID).StartedAt; !got.Equal(want) {
+					t.Errorf("started_at %v, want %v (the engine's clock + %v)", got, want, c.ahead)
+				}
+			}
+		})
+	}
+}
+
 func TestFlowMaxConcurrency(t *testing.T) {
 	e := newFlowEnv(t, FlowControl{MaxConcurrency: 3})
 	e.keyed("a", 5)

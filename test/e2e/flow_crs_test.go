@@ -326,19 +326,14 @@ func flowRuns(t *testing.T, api *dtqclient.Queue, tasks map[string]*dtqv1alpha1.
 
 // rateCheck fails when some window of the sorted starts holds more than
 // burst + t*limit/period starts, t its length (the generic cell rate
-// algorithm's bound). The engine records starts to the millisecond, so each
-// window is taken a millisecond longer; and it stamps a start with the
-// worker's clock when the worker sends its claim, while the limit admits it
-// by the Redis server's clock when the claim runs, which on a loaded machine
-// is later: recorded starts can bunch closer than their admissions (a CI run
-// found 8 starts within 1.305 s under limit 4/s, burst 2, about 200 ms of
-// such delay), so each window is also taken claimDelay longer. Without flow
-// control the 16 starts fall within milliseconds and the check still fails.
+// algorithm's bound). A rate-limited start is recorded with the clock the
+// limit admitted it by (the Redis server's), to the millisecond, so each
+// window is taken a millisecond longer. Without flow control the 16 starts
+// fall within milliseconds and the check fails.
 func rateCheck(starts []time.Time, limit, burst int, period time.Duration) error {
-	const claimDelay = 250 * time.Millisecond
 	for i := range starts {
 		for j := i + burst; j < len(starts); j++ {
-			t := starts[j].Sub(starts[i]) + time.Millisecond + claimDelay
+			t := starts[j].Sub(starts[i]) + time.Millisecond
 			if allowed := burst + int(int64(t)*int64(limit)/int64(period)); j-i+1 > allowed {
 				return fmt.Errorf("%d starts within %v (from %s), more than %d + %v x %d/%v = %d",
 					j-i+1, t, starts[i].Format(time.StampMilli), burst, t, limit, period, allowed)
