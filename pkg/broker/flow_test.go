@@ -89,50 +89,49 @@ func (e *env) held() map[string]string {
 	return m
 }
 
+// Flow control reads back as written and goes away when removed. More than
+// eight overrides are kept in a hash table, not a listpack that every lookup
+// of the claim scans; the marker that converts it is no override.
 func TestFlowConfigRoundTrip(t *testing.T) {
-	fc := FlowControl{
-		Rate: &FlowRate{Limit: 200, Period: time.Second, Burst: 20}, MaxConcurrency: 400,
-		PerKey:   KeyLimits{Concurrency: 3, Rate: &FlowRate{Limit: 10, Period: 1500 * time.Millisecond, Burst: 1}},
-		Fairness: FairnessFIFO,
-		Overrides: map[string]KeyOverride{"gold": {Weight: 5, KeyLimits: KeyLimits{Concurrency: 10}},
-			"": {Weight: 2, KeyLimits: KeyLimits{Rate: &FlowRate{Limit: 1, Period: time.Minute, Burst: 1}}}},
-	}
-	e := newFlowEnv(t, fc)
-	got, err := e.b.QueueConfig(ctx, e.q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(&fc, got.Flow); d != "" {
-		t.Errorf("flow control read back (-want +got):\n%s", d)
-	}
-	cfg := got
-	cfg.Flow = nil
-	if err := e.b.EnsureQueue(ctx, e.q, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := e.b.QueueConfig(ctx, e.q); got.Flow != nil {
-		t.Errorf("flow control after removing it: %+v", got.Flow)
-	}
-}
-
-// More than eight overrides are kept in a hash table, not a listpack that
-// every lookup of the claim scans; the marker that converts it is no
-// override.
-func TestFlowManyOverridesAreAHashTable(t *testing.T) {
-	fc := FlowControl{Fairness: FairnessWeighted, Overrides: map[string]KeyOverride{}}
+	many := FlowControl{Fairness: FairnessWeighted, Overrides: map[string]KeyOverride{}}
 	for i := range 20 {
-		fc.Overrides[fmt.Sprintf("tenant-%d", i)] = KeyOverride{Weight: int64(1 + i%5)}
+		many.Overrides[fmt.Sprintf("tenant-%d", i)] = KeyOverride{Weight: int64(1 + i%5)}
 	}
-	e := newFlowEnv(t, fc)
-	if enc := e.rdb.ObjectEncoding(ctx, keysFor(e.q).flowOverrides()).Val(); enc != "hashtable" {
-		t.Errorf("fc:o with 20 overrides is a %q, want a hashtable", enc)
-	}
-	got, err := e.b.QueueConfig(ctx, e.q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(&fc, got.Flow, cmpopts.EquateEmpty()); d != "" {
-		t.Errorf("flow control read back (-want +got):\n%s", d)
+	for _, c := range []struct {
+		name     string
+		fc       FlowControl
+		encoding string // of fc:o
+	}{
+		{"every limit", FlowControl{
+			Rate: &FlowRate{Limit: 200, Period: time.Second, Burst: 20}, MaxConcurrency: 400,
+			PerKey:   KeyLimits{Concurrency: 3, Rate: &FlowRate{Limit: 10, Period: 1500 * time.Millisecond, Burst: 1}},
+			Fairness: FairnessFIFO,
+			Overrides: map[string]KeyOverride{"gold": {Weight: 5, KeyLimits: KeyLimits{Concurrency: 10}},
+				"": {Weight: 2, KeyLimits: KeyLimits{Rate: &FlowRate{Limit: 1, Period: time.Minute, Burst: 1}}}},
+		}, "listpack"},
+		{"20 overrides", many, "hashtable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newFlowEnv(t, c.fc)
+			if enc := e.rdb.ObjectEncoding(ctx, keysFor(e.q).flowOverrides()).Val(); enc != c.encoding {
+				t.Errorf("fc:o with %d overrides is a %q, want a %s", len(c.fc.Overrides), enc, c.encoding)
+			}
+			got, err := e.b.QueueConfig(ctx, e.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(&c.fc, got.Flow, cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("flow control read back (-want +got):\n%s", d)
+			}
+			cfg := got
+			cfg.Flow = nil
+			if err := e.b.EnsureQueue(ctx, e.q, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := e.b.QueueConfig(ctx, e.q); got.Flow != nil {
+				t.Errorf("flow control after removing it: %+v", got.Flow)
+			}
+		})
 	}
 }
 
