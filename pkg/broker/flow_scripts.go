@@ -317,19 +317,21 @@ local OV = cached(K_FO, function(x) return x or false end, never, tostring)
 -- key_limits returns key's weight and limits: the queue's per-key limits,
 -- replaced field by field by the key's override (fc:o: "weight cap limit
 -- period_us burst", 0 for a field it does not set).
-local KEYLIM = {}
+-- The tables are read-only: every key without an override shares one.
+local KEYLIM, KEYLIM_DEF = {}, nil
 local function key_limits(F, key)
   local l = KEYLIM[key]
   if l then return l end
-  l = {w = 1, cap = F.kc, rl = F.krl, rp = F.krp, rb = F.krb}
-  if F.ov then
-    local o = OV.get(key)
-    local w, c, rl, rp, rb = string.match(o or "", "^(%d+) (%d+) (%d+) (%d+) (%d+)$")
-    if w then
-      if tonumber(w) > 0 then l.w = tonumber(w) end
-      if tonumber(c) > 0 then l.cap = tonumber(c) end
-      if tonumber(rl) > 0 then l.rl, l.rp, l.rb = tonumber(rl), tonumber(rp), tonumber(rb) end
-    end
+  local o, w, c, rl, rp, rb = F.ov and OV.get(key)
+  if o then w, c, rl, rp, rb = string.match(o, "^(%d+) (%d+) (%d+) (%d+) (%d+)$") end
+  if w then
+    l = {w = 1, cap = F.kc, rl = F.krl, rp = F.krp, rb = F.krb}
+    if tonumber(w) > 0 then l.w = tonumber(w) end
+    if tonumber(c) > 0 then l.cap = tonumber(c) end
+    if tonumber(rl) > 0 then l.rl, l.rp, l.rb = tonumber(rl), tonumber(rp), tonumber(rb) end
+  else
+    KEYLIM_DEF = KEYLIM_DEF or {w = 1, cap = F.kc, rl = F.krl, rp = F.krp, rb = F.krb}
+    l = KEYLIM_DEF
   end
   KEYLIM[key] = l
   return l
@@ -537,24 +539,30 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
       while again and allowed > 0 and budget > 0 do
         local m = allowed + 2
         local win = redis.call("ZRANGE", rk, 0, m - 1, "WITHSCORES")
-        local keys, score = {}, {}
-        for i = 1, #win, 2 do keys[#keys + 1] = win[i]; score[win[i]] = tonumber(win[i + 1]) end
+        local keys, score, pos = {}, {}, {}
+        for i = 1, #win, 2 do keys[#keys + 1] = win[i]; score[win[i]] = tonumber(win[i + 1]); pos[win[i]] = i end
         if #keys == 0 then break end
         local bound = #keys == m and score[keys[#keys]] or math.huge
         local gone, tags, moved = {}, {}, {}
         HC.prefetch(keys)
         if F.ov then OV.prefetch(keys) end
-        local rated = {}
-        for _, k in ipairs(keys) do if key_limits(F, k).rl > 0 then rated[#rated + 1] = k end end
-        KTAT.prefetch(rated)
+        if F.krated then
+          local rated = {}
+          for _, k in ipairs(keys) do if key_limits(F, k).rl > 0 then rated[#rated + 1] = k end end
+          KTAT.prefetch(rated)
+        end
+        -- line: the keys that may still start a task in this window, lowest
+        -- score first (ties in the ready set's order, as ZRANGE gave them):
+        -- the head is the next to start; a key that started one goes back in
+        -- its place while its new score is within bound, and one that parked
+        -- or emptied leaves.
+        local line = {}
+        for i = 1, #keys do line[i] = keys[i] end
         while allowed > 0 and budget > 0 do
           budget = budget - 1
-          local key, S = nil, math.huge
-          for _, k in ipairs(keys) do
-            local s = score[k]
-            if s and s < S then key, S = k, s end
-          end
-          if not key or S > bound then break end
+          local key = line[1]
+          if not key then break end
+          local S = score[key]
           local lim = key_limits(F, key)
           local hk = HC.get(key)
           local room, at = 1, nil
@@ -562,16 +570,19 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
           if lim.cap > 0 and hk >= lim.cap then
             fc_park(key, b, "c")
             gone[#gone + 1], tags[key], score[key] = key, S, nil
+            table.remove(line, 1)
             keyWhy = keyWhy or "KeyConcurrency"
           elseif room == 0 then
             fc_park(key, b, "r")
             redis.call("ZADD", K_FTIMED, fnum(at), key)
             gone[#gone + 1], tags[key], score[key] = key, S, nil
+            table.remove(line, 1)
             keyWhy = keyWhy or "KeyRateLimit"
           else
             local id = redis.call("LPOP", k_flist(b, key))
             if not id then
               gone[#gone + 1], tags[key], score[key] = key, S, nil
+              table.remove(line, 1)
             else
               FQ_ADDED = FQ_ADDED - 1
               local tk = k_task(id)
@@ -595,7 +606,16 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
                   VT[b], VT_SET[b] = S, true
                   score[key] = S + 1000 / lim.w
                 end
-                if score[key] then moved[key] = true end
+                table.remove(line, 1)
+                local s = score[key]
+                if s then
+                  moved[key] = true
+                  if s <= bound then
+                    local j, p = 1, pos[key]
+                    while line[j] and (score[line[j]] < s or (score[line[j]] == s and pos[line[j]] < p)) do j = j + 1 end
+                    table.insert(line, j, key)
+                  end
+                end
               end
             end
           end
@@ -619,12 +639,16 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
         if allowed <= 0 then
           -- Filled: is admissible work left? A key left in the window may
           -- have emptied unnoticed (an emptied key leaves only when popped
-          -- again), so up to three of them are looked at.
-          local left = {}
-          for _, k in ipairs(keys) do if score[k] then left[#left + 1] = k end end
-          table.sort(left, function(x, y) return score[x] < score[y] end)
-          for i = 1, math.min(3, #left) do
-            if redis.call("LLEN", k_flist(b, left[i])) > 0 then more = true; break end
+          -- again), so up to three of them are looked at, lowest score first:
+          -- the line's, then those past bound in the window's order.
+          local look, inline = {}, {}
+          for i = 1, math.min(3, #line) do look[i] = line[i]; inline[line[i]] = true end
+          for _, k in ipairs(keys) do
+            if #look == 3 then break end
+            if score[k] and not inline[k] then look[#look + 1] = k end
+          end
+          for _, k in ipairs(look) do
+            if redis.call("LLEN", k_flist(b, k)) > 0 then more = true; break end
           end
         end
         again = #keys == m and allowed > 0 and budget > 0

@@ -123,7 +123,8 @@ local function record(id, state, nowtxt)
 end
 
 -- task_id is the task ID of a task hash's key (k_task(id)).
-local function task_id(tk) return string.sub(tk, #k_task("") + 1) end
+local TASK_ID_AT = #k_task("") + 1
+local function task_id(tk) return string.sub(tk, TASK_ID_AT) end
 
 -- task_type reads a task's type.
 local function task_type(tk) return redis.call("HGET", tk, "type") end
@@ -794,7 +795,7 @@ local function ack(stream, msgid)
   end
   ids[#ids + 1] = msgid
 end
-local released = {} -- flow-controlled tasks whose slots this call gives back
+local released, exec_ms = {}, 0 -- flow-controlled tasks whose slots this call gives back, their execution times
 local function complete(tk, stream, a)
   local item = unpack(ARGV, a, a + W - 1)
   local _, msgid, worker, runAttempt, kind, res, errmsg, class, retryable, jitter = struct.unpack(ITEM, item)
@@ -816,8 +817,7 @@ local function complete(tk, stream, a)
     -- A flow-controlled task leaves Running: its slot goes back, and its
     -- execution time feeds the autoscaler's mean (FlowMetrics.MeanExec).
     released[#released + 1] = task_id(tk)
-    count("flow_exec_ms", math.max(0, tonumber(now) - (tonumber(h[8]) or tonumber(now))))
-    count("flow_exec_n")
+    exec_ms = exec_ms + math.max(0, tonumber(now) - (tonumber(h[8]) or tonumber(now)))
   end
   if kind == "ok" then
     state = "Succeeded"
@@ -863,7 +863,11 @@ for _, stream in ipairs(streams) do
   redis.call("XACK", stream, GROUP, unpack(acks[stream]))
   redis.call("XDEL", stream, unpack(acks[stream]))
 end
-if #released > 0 then fc().release(released) end
+if #released > 0 then
+  count("flow_exec_ms", exec_ms)
+  count("flow_exec_n", #released)
+  fc().release(released)
+end
 return out
 `))
 
