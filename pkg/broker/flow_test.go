@@ -244,27 +244,32 @@ func TestFlowRateAdmitsAtMostBurstPlusRate(t *testing.T) {
 // clock: recorded starts obey the rate whatever the worker's clock says or
 // how long its claim waited. A queue without a rate stamps the worker's.
 func TestFlowRatedStartsCarryTheRateClock(t *testing.T) {
+	const ahead = 7 * time.Second
+	rate := &FlowRate{Limit: 10, Period: time.Second, Burst: 2}
 	for _, c := range []struct {
 		name  string
 		fc    FlowControl
-		ahead time.Duration
+		rated bool
 	}{
-		{"queue rate", FlowControl{Rate: &FlowRate{Limit: 10, Period: time.Second, Burst: 2}}, 7 * time.Second},
-		{"key rate", FlowControl{PerKey: KeyLimits{Rate: &FlowRate{Limit: 10, Period: time.Second, Burst: 2}}}, 7 * time.Second},
-		{"no rate", FlowControl{PerKey: KeyLimits{Concurrency: 2}}, 0},
+		{"queue rate", FlowControl{Rate: rate}, true},
+		{"key rate", FlowControl{PerKey: KeyLimits{Rate: rate}}, true},
+		{"no rate", FlowControl{PerKey: KeyLimits{Concurrency: 2}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newFlowEnv(t, c.fc)
-			e.b.rateClock = newFakeClock(e.clock.Now().Add(7 * time.Second))
+			e.b.rateClock = newFakeClock(e.clock.Now().Add(ahead))
 			e.keyed("a", 2)
 			xs := e.claim("w", 10)
 			if len(xs) != 2 {
 				t.Fatalf("claimed %d, want 2", len(xs))
 			}
-			want := e.clock.Now().Add(c.ahead).Truncate(time.Millisecond)
+			want := e.clock.Now()
+			if c.rated {
+				want = e.b.rateClock.Now()
+			}
 			for _, x := range xs {
 				if got := e.task(x.TaskID).StartedAt; !got.Equal(want) {
-					t.Errorf("started_at %v, want %v (the engine's clock + %v)", got, want, c.ahead)
+					t.Errorf("started_at %v, want %v (rated: %v, the rate clock %v ahead of the engine's)", got, want, c.rated, ahead)
 				}
 			}
 		})

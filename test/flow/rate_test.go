@@ -108,7 +108,7 @@ func recordedStarts(recs map[string]broker.TaskInfo) []flowcheck.Span {
 }
 
 // admissionSpans places each execution's start between its attempt's
-// started_at (when the claim that started it was sent) and its handler's
+// started_at (when the claim admitted it, on the Redis server's clock) and its handler's
 // start. An execution whose attempt the record no longer shows (its task
 // ran again: a lease lost) gets no lower bound and counts in no window
 // (unknown).
