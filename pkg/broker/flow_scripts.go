@@ -477,6 +477,19 @@ end
 // luaFlowClaim is fc_claim and its helpers, the end of flow control's
 // library.
 const luaFlowClaim = `
+-- fc_requeue moves the task of e, an undelivered entry of band b's stream,
+-- to its key list, if the entry is still the task's.
+local function fc_requeue(F, b, e)
+  local t = ""
+  for j = 1, #e[2], 2 do if e[2][j] == "t" then t = e[2][j + 1] end end
+  local tk = k_task(t)
+  local h = redis.call("HMGET", tk, "state", "msg", "fk", "available_at", "created_at")
+  if h[1] == "Queued" and h[2] == e[1] then
+    redis.call("HSET", tk, "msg", "", "fq", "1")
+    fc_enqueue(F, b, h[3] or "", t, h[4] or h[5])
+  end
+end
+
 -- fc_migrate moves stream entries that wait undelivered in a flow queue's
 -- bands (those from before flow control was enabled) into the key lists, up
 -- to 256 per band, reading them as consumer and deleting them. Returns the
@@ -489,14 +502,7 @@ local function fc_migrate(F, consumer)
     local ids = {}
     for _, e in ipairs(es) do
       ids[#ids + 1] = e[1]
-      local t = ""
-      for i = 1, #e[2], 2 do if e[2][i] == "t" then t = e[2][i + 1] end end
-      local tk = k_task(t)
-      local h = redis.call("HMGET", tk, "state", "msg", "fk", "available_at", "created_at")
-      if h[1] == "Queued" and h[2] == e[1] then
-        redis.call("HSET", tk, "msg", "", "fq", "1")
-        fc_enqueue(F, b, h[3] or "", t, h[4] or h[5])
-      end
+      fc_requeue(F, b, e)
     end
     if #ids > 0 then
       redis.call("XACK", k_stream(b), GROUP, unpack(ids))
@@ -510,7 +516,7 @@ local function fc_migrate(F, consumer)
 end
 
 -- fc_pick chooses up to allowed tasks to admit, band 9 first, and returns
--- them as {band, task id, task hash, key} plus why it stopped short
+-- them as {band, task id, task hash, key, task key} plus why it stopped short
 -- (keyWhy: "KeyConcurrency" or "KeyRateLimit" when keys were parked) and
 -- whether admissible work may be left (it filled allowed with work behind,
 -- or ran out of budget). Within a band it reads the ready set's
@@ -595,7 +601,7 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
               elseif expires > 0 and tonumber(now) >= expires then
                 finish(id, "Expired", "TaskExpired", h.attempt, h.ikey, now, nowtxt)
               else
-                picks[#picks + 1] = {b, id, h, key}
+                picks[#picks + 1] = {b, id, h, key, tk}
                 allowed = allowed - 1
                 HC.set(key, hk + 1)
                 if lim.rl > 0 then KTAT.set(key, gcra_take(KTAT.get(key), fnow, lim.rl, lim.rp, 1)) end
@@ -668,28 +674,24 @@ end
 local function fc_deliver(F, picks, consumer, worker, now, nowtxt)
   local out, byBand, held = {}, {}, {}
   for _, p in ipairs(picks) do
-    local b, id, h = p[1], p[2], p[3]
-    p[5] = redis.call("XADD", k_stream(b), "*", "t", id, "a", h.attempt)
-    byBand[b] = byBand[b] or {}
-    byBand[b][p[5]] = p
-    byBand[b].n = (byBand[b].n or 0) + 1
+    local b = p[1]
+    p[6] = redis.call("XADD", k_stream(b), "*", "t", p[2], "a", p[3].attempt)
+    local ids = byBand[b]
+    if not ids then ids = {}; byBand[b] = ids end
+    ids[#ids + 1] = p[6]
   end
-  for b, mine in pairs(byBand) do
-    local left = mine.n
-    while left > 0 do
-      local r = redis.call("XREADGROUP", "GROUP", GROUP, consumer, "COUNT", left, "STREAMS", k_stream(b), ">")
+  -- This call's entries come last in their band's stream, in the order
+  -- they were added: what the read returns before them is not theirs.
+  for b, ids in pairs(byBand) do
+    local i = 1
+    while i <= #ids do
+      local r = redis.call("XREADGROUP", "GROUP", GROUP, consumer, "COUNT", #ids - i + 1, "STREAMS", k_stream(b), ">")
       if not r then break end
       for _, e in ipairs(r[1][2]) do
-        if mine[e[1]] then
-          left = left - 1
+        if e[1] == ids[i] then
+          i = i + 1
         else
-          local t = ""
-          for i = 1, #e[2], 2 do if e[2][i] == "t" then t = e[2][i + 1] end end
-          local h = redis.call("HMGET", k_task(t), "state", "msg", "fk", "available_at", "created_at")
-          if h[1] == "Queued" and h[2] == e[1] then
-            redis.call("HSET", k_task(t), "msg", "", "fq", "1")
-            fc_enqueue(F, b, h[3] or "", t, h[4] or h[5])
-          end
+          fc_requeue(F, b, e)
           redis.call("XACK", k_stream(b), GROUP, e[1])
           redis.call("XDEL", k_stream(b), e[1])
         end
@@ -697,8 +699,8 @@ local function fc_deliver(F, picks, consumer, worker, now, nowtxt)
     end
   end
   for _, p in ipairs(picks) do
-    local b, id, h, key, msgid = p[1], p[2], p[3], p[4], p[5]
-    local r = try(start_entry, k_task(id), k_stream(b), msgid, tonumber(h.attempt), "0", worker, now, nowtxt, h)
+    local b, id, h, key, tk, msgid = unpack(p)
+    local r = try(start_entry, tk, k_stream(b), msgid, tonumber(h.attempt), "0", worker, now, nowtxt, h)
     if r[1] == "run" then
       held[#held + 1] = id
       held[#held + 1] = key

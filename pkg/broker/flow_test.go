@@ -26,6 +26,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/redis/go-redis/v9"
 )
 
 // newFlowEnv is newEnv with flow control fc, its rate limits on the test's
@@ -273,6 +274,46 @@ func TestFlowRatedStartsCarryTheRateClock(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An undelivered stream entry ahead of the claim's own (which no path
+// should leave in a flow-controlled queue's stream; here written by hand) is
+// not started: the claim moves its task to its key list and delivers only
+// what it admitted.
+func TestFlowClaimMovesAStrayStreamEntry(t *testing.T) {
+	e := newFlowEnv(t, FlowControl{PerKey: KeyLimits{Concurrency: 5}})
+	as := e.keyed("a", 2)
+	b := e.keyed("b", 1)[0]
+	k := keysFor(e.q)
+	// The first claim ends the move of the streams' backlog that enabling
+	// flow control starts (fc_migrate), which would move the stray too.
+	if xs := e.claim("w", 1); len(xs) != 1 || xs[0].TaskID != as[0] {
+		t.Fatalf("first claim: %+v, want %s", xs, as[0])
+	}
+	a := as[1]
+	if err := e.rdb.LRem(ctx, k.flowList(5, "b"), 1, b).Err(); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.stream(5), Values: []any{"t", b, "a", "1"}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.HSet(ctx, k.task(b), "msg", msg, "fq", "").Err(); err != nil {
+		t.Fatal(err)
+	}
+	xs := e.claim("w", 1)
+	if len(xs) != 1 || xs[0].TaskID != a {
+		t.Fatalf("claimed %+v, want %s (b's entry was not admitted)", xs, a)
+	}
+	if n := e.rdb.LLen(ctx, k.flowList(5, "b")).Val(); n != 1 {
+		t.Fatalf("b's list holds %d after the claim, want its stray task back", n)
+	}
+	if p := e.rdb.XPending(ctx, k.stream(5), group).Val(); p.Count != 2 {
+		t.Fatalf("%d entries pending, want the two admitted", p.Count)
+	}
+	if xs := e.claim("w", 1); len(xs) != 1 || xs[0].TaskID != b {
+		t.Fatalf("next claim: %+v, want %s from its key list", xs, b)
 	}
 }
 
