@@ -50,6 +50,9 @@ const luaFlowState = `
 -- to the number of tasks in key lists (fc:s n).
 local FLOW_CLOCK, FLOW_READS, FQ_ADDED = nil, 0, 0
 
+-- int is an integer as Redis text ("%d": no exponent, no ".0").
+local function int(x) return string.format("%d", x) end
+
 -- flow_parse reads a queue's limits as EnsureQueue wrote them (flowText in
 -- flow.go): "1 rate_limit rate_period_us rate_burst max_concurrency
 -- key_concurrency key_rate_limit key_rate_period_us key_rate_burst
@@ -306,11 +309,10 @@ end
 local function num0(x) return tonumber(x) or 0 end
 local function never() return false end
 local function nonpositive(n) return n <= 0 end
-local function int_text(n) return string.format("%d", n) end
 
 -- HC is fc:hc (key -> slots held), KTAT fc:tat (key -> its rate's
 -- theoretical arrival time), OV fc:o (key -> its override text).
-local HC = cached(K_FHC, num0, nonpositive, int_text)
+local HC = cached(K_FHC, num0, nonpositive, int)
 local KTAT = cached(K_FTAT, num0, never, fnum)
 local OV = cached(K_FO, function(x) return x or false end, never, tostring)
 
@@ -322,16 +324,16 @@ local KEYLIM, KEYLIM_DEF = {}, nil
 local function key_limits(F, key)
   local l = KEYLIM[key]
   if l then return l end
+  KEYLIM_DEF = KEYLIM_DEF or {w = 1, cap = F.kc, rl = F.krl, rp = F.krp, rb = F.krb}
+  l = KEYLIM_DEF
   local o, w, c, rl, rp, rb = F.ov and OV.get(key)
   if o then w, c, rl, rp, rb = string.match(o, "^(%d+) (%d+) (%d+) (%d+) (%d+)$") end
   if w then
-    l = {w = 1, cap = F.kc, rl = F.krl, rp = F.krp, rb = F.krb}
+    -- An override's table reads the fields it does not set from the default's.
+    l = setmetatable({}, {__index = KEYLIM_DEF})
     if tonumber(w) > 0 then l.w = tonumber(w) end
     if tonumber(c) > 0 then l.cap = tonumber(c) end
     if tonumber(rl) > 0 then l.rl, l.rp, l.rb = tonumber(rl), tonumber(rp), tonumber(rb) end
-  else
-    KEYLIM_DEF = KEYLIM_DEF or {w = 1, cap = F.kc, rl = F.krl, rp = F.krp, rb = F.krb}
-    l = KEYLIM_DEF
   end
   KEYLIM[key] = l
   return l
@@ -566,7 +568,7 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
         for i = 1, #keys do line[i] = keys[i] end
         while allowed > 0 and budget > 0 do
           budget = budget - 1
-          local key = line[1]
+          local key = table.remove(line, 1)
           if not key then break end
           local S = score[key]
           local lim = key_limits(F, key)
@@ -576,30 +578,30 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
           if lim.cap > 0 and hk >= lim.cap then
             fc_park(key, b, "c")
             gone[#gone + 1], tags[key], score[key] = key, S, nil
-            table.remove(line, 1)
             keyWhy = keyWhy or "KeyConcurrency"
           elseif room == 0 then
             fc_park(key, b, "r")
             redis.call("ZADD", K_FTIMED, fnum(at), key)
             gone[#gone + 1], tags[key], score[key] = key, S, nil
-            table.remove(line, 1)
             keyWhy = keyWhy or "KeyRateLimit"
           else
             local id = redis.call("LPOP", k_flist(b, key))
             if not id then
               gone[#gone + 1], tags[key], score[key] = key, S, nil
-              table.remove(line, 1)
             else
               FQ_ADDED = FQ_ADDED - 1
               local tk = k_task(id)
               local h = read_task(tk)
               local expires = tonumber(h.expires_at) or 0
-              if h.state ~= "Queued" or (h.msg or "") ~= "" then
-                -- not queued in a list any more: a stale entry, dropped
-              elseif h.cancel_requested == "1" then
-                finish(id, "Cancelled", "TaskCancelled", h.attempt, h.ikey, now, nowtxt)
-              elseif expires > 0 and tonumber(now) >= expires then
-                finish(id, "Expired", "TaskExpired", h.attempt, h.ikey, now, nowtxt)
+              -- Not admitted: a stale entry (not queued in a list any more),
+              -- dropped, or a task cancelled or expired while it waited,
+              -- finished; the key stays first in line for its next task.
+              local out = (h.state ~= "Queued" or (h.msg or "") ~= "") and "stale"
+                or h.cancel_requested == "1" and "Cancelled"
+                or expires > 0 and tonumber(now) >= expires and "Expired"
+              if out then
+                if out ~= "stale" then finish(id, out, "Task" .. out, h.attempt, h.ikey, now, nowtxt) end
+                table.insert(line, 1, key)
               else
                 picks[#picks + 1] = {b, id, h, key, tk}
                 allowed = allowed - 1
@@ -612,7 +614,6 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
                   VT[b], VT_SET[b] = S, true
                   score[key] = S + 1000 / lim.w
                 end
-                table.remove(line, 1)
                 local s = score[key]
                 if s then
                   moved[key] = true
@@ -647,11 +648,11 @@ local function fc_pick(F, allowed, skip, now, nowtxt, fnow)
           -- have emptied unnoticed (an emptied key leaves only when popped
           -- again), so up to three of them are looked at, lowest score first:
           -- the line's, then those past bound in the window's order.
-          local look, inline = {}, {}
-          for i = 1, math.min(3, #line) do look[i] = line[i]; inline[line[i]] = true end
+          local look = {}
+          for i = 1, math.min(3, #line) do look[i] = line[i] end
           for _, k in ipairs(keys) do
             if #look == 3 then break end
-            if score[k] and not inline[k] then look[#look + 1] = k end
+            if score[k] and score[k] > bound then look[#look + 1] = k end
           end
           for _, k in ipairs(look) do
             if redis.call("LLEN", k_flist(b, k)) > 0 then more = true; break end
@@ -668,10 +669,10 @@ end
 
 -- fc_deliver adds each picked task's entry to its band stream and reads it
 -- into consumer's pending list (one XREADGROUP per band), then starts it
--- with start_entry exactly as a read entry, taking its slot. An undelivered
--- entry ahead of them (one no path should leave in a flow queue's stream) is
--- moved to its key list on the way.
-local function fc_deliver(F, picks, consumer, worker, now, nowtxt)
+-- with start_entry exactly as a read entry at time start, taking its slot.
+-- An undelivered entry ahead of them (one no path should leave in a flow
+-- queue's stream) is moved to its key list on the way.
+local function fc_deliver(F, picks, consumer, worker, start, nowtxt)
   local out, byBand, held = {}, {}, {}
   for _, p in ipairs(picks) do
     local b = p[1]
@@ -700,7 +701,7 @@ local function fc_deliver(F, picks, consumer, worker, now, nowtxt)
   end
   for _, p in ipairs(picks) do
     local b, id, h, key, tk, msgid = unpack(p)
-    local r = try(start_entry, tk, k_stream(b), msgid, tonumber(h.attempt), "0", worker, now, nowtxt, h)
+    local r = try(start_entry, tk, k_stream(b), msgid, tonumber(h.attempt), "0", worker, start, nowtxt, h)
     if r[1] == "run" then
       held[#held + 1] = id
       held[#held + 1] = key
@@ -747,9 +748,10 @@ local function fc_claim(flowtxt, mig, consumer, count, worker, now, nowtxt)
   -- rate admits by its clock, so the starts of such a claim are stamped
   -- with it (started_at, TaskStarted), not with the worker's now: recorded
   -- starts obey the rate whatever the worker's clock or how long the call
-  -- waited in Redis's queue.
+  -- waited in Redis's queue. The rest of the call (the cancels and expiries
+  -- the pick finishes) keeps the worker's now.
   local fnow = (F.rl > 0 or F.krated) and flow_now() or 0
-  if fnow > 0 then now = string.format("%d", math.floor(fnow / 1000)) end
+  local start = fnow > 0 and int(math.floor(fnow / 1000)) or now
   local skip = mig and fc_migrate(F, consumer) or {}
   local allowed, why, at = count, nil, nil
   if F.maxc > 0 then
@@ -777,7 +779,7 @@ local function fc_claim(flowtxt, mig, consumer, count, worker, now, nowtxt)
     end
     local picks
     picks, keyWhy, more = fc_pick(F, allowed, skip, now, nowtxt, fnow)
-    out, held = fc_deliver(F, picks, consumer, worker, now, nowtxt)
+    out, held = fc_deliver(F, picks, consumer, worker, start, nowtxt)
   end
   if #held > 0 then
     redis.call("HSET", K_FHELD, unpack(held))

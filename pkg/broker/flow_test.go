@@ -258,11 +258,19 @@ func TestFlowRatedStartsCarryTheRateClock(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newFlowEnv(t, c.fc)
-			e.b.rateClock = newFakeClock(e.clock.Now().Add(ahead))
+			// A task that expires while it waits, first in a's list: the
+			// claim finishes it on the engine's clock, on which it has
+			// expired (the rate clock is behind by then).
+			gone := e.mustSubmit(SubmitRequest{FlowKey: "a", Priority: 5, ExpiresAt: e.clock.Now().Add(time.Minute)}).ID
 			e.keyed("a", 2)
+			e.b.rateClock = newFakeClock(e.clock.Now().Add(ahead))
+			e.clock.Step(2 * time.Minute)
 			xs := e.claim("w", 10)
-			if len(xs) != 2 {
-				t.Fatalf("claimed %d, want 2", len(xs))
+			if len(xs) != 2 || xs[0].TaskID == gone || xs[1].TaskID == gone {
+				t.Fatalf("claimed %+v, want the 2 tasks that did not expire", xs)
+			}
+			if g := e.task(gone); g.State != StateExpired || !g.FinishedAt.Equal(e.clock.Now()) {
+				t.Errorf("the expired task: %s, finished at %v, want Expired at the engine's %v", g.State, g.FinishedAt, e.clock.Now())
 			}
 			want := e.clock.Now()
 			if c.rated {

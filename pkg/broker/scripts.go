@@ -60,7 +60,6 @@ var luaHead = luaKeys() + luaPackTask() + luaFlowState
 // read_task and start_entry are assigned to the locals luaFlowState declares
 // (flow control's library uses them).
 var luaEngine = `
-local function int(x) return string.format("%d", x) end
 local TERMINAL = {Succeeded = true, Failed = true, DeadLettered = true, Cancelled = true, Expired = true}
 
 -- count adds one to a field of the queue's counters (the stats hash, see
