@@ -43,6 +43,9 @@ import (
 )
 
 // Params are shared by every case of a run.
+// benchPayload is every task's payload.
+var benchPayload = []byte(`{"order_id":"0000000000","amount":1234,"currency":"EUR","note":"benchmark payload"}`)
+
 type Params struct {
 	Addr      string // redis-server host:port, flushed before each case
 	Tasks     int
@@ -74,7 +77,15 @@ func main() {
 	verbose = flag.Bool("v", false, "print Redis CPU time and script calls per run")
 	only := flag.String("only", "", `run only one side: "dtq" or "peer" (with -cpuprofile, to profile one side)`)
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (client side) to this file")
+	partitions := flag.Int("partitions", 0, "instead of the table: one queue at 1 partition against the same queue at this many, on a cluster of as many masters (docs/benchmarks.md)")
 	flag.Parse()
+	if *partitions > 0 {
+		if err := partitionsExperiment(*partitions, *tasks, *producers, benchPayload); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -99,7 +110,7 @@ func main() {
 		*addr = srv.addr
 	}
 	p := Params{Addr: *addr, Tasks: *tasks, Producers: *producers,
-		Payload: []byte(`{"order_id":"0000000000","amount":1234,"currency":"EUR","note":"benchmark payload"}`)}
+		Payload: benchPayload}
 	rdb := redis.NewClient(&redis.Options{Addr: *addr})
 	defer rdb.Close()
 	ctx := context.Background()
