@@ -79,6 +79,8 @@ type TaskReconciler struct {
 	// follows (its own, or the original of a duplicate), so later syncs read
 	// it back instead of reading the payload again.
 	submitted sync.Map // types.UID -> submission
+	// unreachable holds the Tasks of queues whose Redis did not answer.
+	unreachable unreachableQueues
 }
 
 // submission is what submitting a Task told: the task ID it follows, and
@@ -106,7 +108,13 @@ func (r *TaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, nil
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("task_id", task.UID, "queue", task.Spec.Queue, "attempt", task.Status.Attempt))
-	return r.reconcile(ctx, task)
+	q := types.NamespacedName{Namespace: task.Namespace, Name: task.Spec.Queue}
+	if d := r.unreachable.wait(q, r.Clock.Now()); d > 0 {
+		return ctrl.Result{RequeueAfter: d}, nil
+	}
+	res, err := r.reconcile(ctx, task)
+	r.unreachable.observe(q, err, r.Clock.Now())
+	return res, err
 }
 
 func (r *TaskReconciler) reconcile(ctx context.Context, task *dtqv1alpha1.Task) (ctrl.Result, error) {

@@ -601,6 +601,20 @@ func (s *Stack) RestartRedis(ctx context.Context, sig syscall.Signal) error {
 	return s.redis.restart(ctx, sig)
 }
 
+// RestartRedisNode stops redis-server i (RedisAddrs' order) with sig, keeps
+// it down for down, starts it again on its port with its data and waits until
+// it answers (a cluster: until it is healthy). On a cluster the other masters
+// serve on meanwhile: only the stopped one's slots are unavailable.
+func (s *Stack) RestartRedisNode(ctx context.Context, i int, sig syscall.Signal, down time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.redis.restartNode(ctx, i, sig, down)
+}
+
+// RedisAddrs returns the addresses of the stack's redis-servers (a cluster's
+// masters).
+func (s *Stack) RedisAddrs() []string { return s.redis.addrs() }
+
 // Stop stops everything in the reverse order of start: worker processes
 // (SIGTERM, then SIGKILL after their grace period), the manager, the control
 // plane, Redis. It is safe to call more than once.

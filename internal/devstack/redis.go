@@ -55,7 +55,10 @@ func newRedisNodes(bin, stackDir, logDir, fsync string, cluster bool) *redisNode
 		dir := filepath.Join(stackDir, "redis", strconv.Itoa(i))
 		r.servers = append(r.servers, &redisServer{bin: bin, dataDir: dir,
 			logPath: filepath.Join(logDir, "redis-"+strconv.Itoa(i)+".log"), stackDir: stackDir, fsync: fsync,
-			extra: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}})
+			// Full coverage off: with a master down, the others serve
+			// their slots (docs/redis.md, "One master down").
+			extra: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
+				"--cluster-require-full-coverage", "no"}})
 	}
 	return r
 }
@@ -97,6 +100,32 @@ func (r *redisNodes) restart(ctx context.Context, sig syscall.Signal) error {
 		s.proc = nil
 	}
 	return r.start(ctx)
+}
+
+// restartNode stops server i with sig, leaves it down for down, starts it
+// again on its port with its data and waits until the cluster is healthy.
+func (r *redisNodes) restartNode(ctx context.Context, i int, sig syscall.Signal, down time.Duration) error {
+	if i < 0 || i >= len(r.servers) {
+		return fmt.Errorf("no redis-server %d: the stack has %d", i, len(r.servers))
+	}
+	s := r.servers[i]
+	if sig == syscall.SIGKILL {
+		s.proc.kill()
+	} else {
+		s.stop()
+	}
+	s.proc = nil
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+	}
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	if r.cluster {
+		return rediscluster.WaitHealthy(ctx, r.addrs(), nil)
+	}
+	return nil
 }
 
 // stop stops every server (SIGTERM, data kept); start runs them again.

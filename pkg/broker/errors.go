@@ -17,8 +17,13 @@ limitations under the License.
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Code is a documented error code; the HTTP API maps each to a status.
@@ -103,4 +108,21 @@ func CodeOf(err error) Code {
 		return e.Code
 	}
 	return ""
+}
+
+// Unreachable reports whether err is a failure to reach Redis, or a node of
+// it not serving yet, rather than an answer: a network error, a closed
+// connection or an exhausted pool, a node loading its data, a failover or
+// resharding in progress, a cluster down. The same call may succeed later.
+// A network error that wraps a context error is the caller's context's, not
+// Redis's, and is not one.
+func Unreachable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, redis.ErrPoolTimeout) ||
+		redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsMasterDownError(err) ||
+		redis.IsClusterDownError(err) || redis.IsTryAgainError(err)
 }

@@ -17,12 +17,7 @@ limitations under the License.
 package worker
 
 import (
-	"context"
 	"errors"
-	"io"
-	"net"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-dev/dtq/pkg/broker"
 )
@@ -101,18 +96,7 @@ func classify(err error) (bool, string) {
 }
 
 func isConnErr(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		// A net.Error wrapping a context error is the caller's context, not the network.
-		return false
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, redis.ErrPoolTimeout) ||
-		// Redis answering but not serving yet: a restart loading its AOF, a
-		// failover in progress, a cluster resharding.
-		redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsMasterDownError(err) ||
-		redis.IsClusterDownError(err) || redis.IsTryAgainError(err) ||
-		// A Queue with spec.durability.replicaAcks: the write is on the
-		// master, its replica has not confirmed it yet (a retry is a replay).
-		errors.Is(err, broker.ErrNotReplicated)
+	// A Queue with spec.durability.replicaAcks: the write is on the master,
+	// its replica has not confirmed it yet (a retry is a replay).
+	return broker.Unreachable(err) || errors.Is(err, broker.ErrNotReplicated)
 }

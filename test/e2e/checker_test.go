@@ -50,7 +50,7 @@ func TestCheckerSeesBrokenBuild(t *testing.T) {
 	})
 
 	ns := single.namespace(t, "e2e-broken")
-	chaosQueue(t, ns)
+	chaosQueue(t, single, ns)
 	var originals, twins []*dtqv1alpha1.Task
 	for i := range 20 {
 		key := fmt.Sprintf("broken-%02d", i)
@@ -62,7 +62,7 @@ func TestCheckerSeesBrokenBuild(t *testing.T) {
 	single.waitTerminal(t, ns, "broken", len(originals), 3*time.Minute)
 	single.createAll(t, twins)
 	got := single.waitTerminal(t, ns, "broken", len(originals)+len(twins), 3*time.Minute)
-	r := check(t, got)
+	r := check(t, single, got)
 	t.Logf("broken build (no idempotency record): %s\n%s", r, r.Details(5))
 	if r.Duplicated != len(twins) || r.Accepted != len(originals) {
 		t.Errorf("the checker reports %d duplicated of %d accepted, want every key with a twin (%d) duplicated",

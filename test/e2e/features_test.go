@@ -54,8 +54,8 @@ var scenarios = []scenario{
 }
 
 // The feature scenarios run in parallel, on the single-node stack and on the
-// cluster stack at once; every other test of the package runs on the
-// single-node stack only.
+// cluster stack at once; TestResharding and TestFaultsOneMasterDown run on the
+// cluster stack, every other test of the package on the single-node stack.
 func TestFeatures(t *testing.T) {
 	checkSpread(t, cluster)
 	for _, e := range []*env{single, cluster} {

@@ -156,7 +156,7 @@ func testFlowPerKeyCap(t *testing.T) {
 	ns := single.namespace(t, "e2e-flow-api")
 	apiReadyQueue(t, ns, func(s *dtqv1alpha1.QueueSpec) { oneWorker(s); keyCap1(s) })
 	must(t, poll(t.Context(), 2*time.Minute, func() error {
-		if n := readyWorkers(ns); n < 1 {
+		if n := readyWorkers(single, ns); n < 1 {
 			return fmt.Errorf("no ready worker in %s yet", ns)
 		}
 		return nil
@@ -253,7 +253,7 @@ func testFlowCheckerWithoutFlowControl(t *testing.T) {
 	ns := single.namespace(t, "e2e-flow-off")
 	apiReadyQueue(t, ns, oneWorker)
 	must(t, poll(t.Context(), 2*time.Minute, func() error {
-		if n := readyWorkers(ns); n < 1 {
+		if n := readyWorkers(single, ns); n < 1 {
 			return fmt.Errorf("no ready worker in %s yet", ns)
 		}
 		return nil

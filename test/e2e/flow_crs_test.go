@@ -252,7 +252,7 @@ func applyFlowQueue(t *testing.T, ns string, concurrency, replicas int, flow str
 	must(t, single.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "q"}, q))
 	single.deleteQueueAtCleanup(t, q)
 	must(t, poll(t.Context(), 2*time.Minute, func() error {
-		if n := readyWorkers(ns); n < replicas {
+		if n := readyWorkers(single, ns); n < replicas {
 			return fmt.Errorf("%d of %d workers of %s ready", n, replicas, ns)
 		}
 		return nil

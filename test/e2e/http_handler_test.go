@@ -84,7 +84,7 @@ func pythonQueue(t *testing.T, ns, dir string, replicas int32, mutate ...func(*d
 		}
 	})
 	must(t, poll(t.Context(), 2*time.Minute, func() error {
-		if n := readyWorkers(ns); n < int(replicas) {
+		if n := readyWorkers(single, ns); n < int(replicas) {
 			return fmt.Errorf("%d ready HTTP handler pods in %s, want %d", n, ns, replicas)
 		}
 		return nil
@@ -196,7 +196,7 @@ func TestHTTPHandlerWrongRoute(t *testing.T) {
 			return err
 		}
 		for _, e := range d.Spec.Template.Spec.InitContainers[0].Env {
-			if e.Name == "DTQ_HANDLER_URL" && strings.HasSuffix(e.Value, "/wrong") && readyWorkers(ns) == 1 {
+			if e.Name == "DTQ_HANDLER_URL" && strings.HasSuffix(e.Value, "/wrong") && readyWorkers(single, ns) == 1 {
 				return nil
 			}
 		}
@@ -320,7 +320,7 @@ func runHTTPFaults(t *testing.T, ns, dir string, n int, inject func()) chaoschec
 	created := make(chan error, 1)
 	go func() { created <- single.create(tasks) }()
 	must(t, poll(t.Context(), 3*time.Minute, func() error {
-		if s := succeeded(t, ns, scenario); s < n/4 {
+		if s := succeeded(t, single, ns, scenario); s < n/4 {
 			return fmt.Errorf("%d succeeded, waiting for %d", s, n/4)
 		}
 		return nil

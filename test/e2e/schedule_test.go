@@ -41,7 +41,7 @@ import (
 // executed exactly once, counted from that log, not from a guarded counter.
 func TestSchedule(t *testing.T) {
 	ns := single.namespace(t, "e2e-schedule")
-	chaosQueue(t, ns)
+	chaosQueue(t, single, ns)
 	data, err := os.ReadFile(filepath.Join(envtestutil.RepoRoot(), "config", "samples", "dtq_v1alpha1_taskschedule.yaml"))
 	must(t, err)
 	ts := &dtqv1alpha1.TaskSchedule{}
