@@ -175,7 +175,12 @@ func requeueFor(stats broker.QueueStats, scale scaleDecision) time.Duration {
 // setUpRedis writes the queue's config, creates its consumer groups, applies
 // pause/resume and reads its backlog.
 func (r *QueueReconciler) setUpRedis(ctx context.Context, q *dtqv1alpha1.Queue, ref broker.QueueRef) (broker.QueueStats, error) {
-	if err := r.Engine.EnsureQueue(ctx, ref, queueConfig(q)); err != nil {
+	if err := r.Engine.EnsureQueue(ctx, ref, queueConfig(q)); errors.Is(err, broker.ErrNotListed) {
+		// The queue is set up; only the namespace's list of queues (the HTTP
+		// API's) misses it until a later reconcile: its master may be down
+		// while the queue's is not.
+		ctrl.LoggerFrom(ctx).Info("Queue set up but not listed in its namespace yet", "error", err.Error())
+	} else if err != nil {
 		return broker.QueueStats{}, fmt.Errorf("set up queue in Redis: %w", err)
 	}
 	stats, err := r.Engine.Stats(ctx, ref)

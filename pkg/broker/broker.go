@@ -152,7 +152,8 @@ func validConfig(c QueueConfig) error {
 // (cfg.Flow, nil for none; see writeFlow): the next claim uses it. A new
 // queue's layout record (layoutversion.go) is the oldest layout this build
 // writes, so workers of every release it runs beside may serve it; an
-// existing record is kept.
+// existing record is kept. When only the registration failed, it returns
+// ErrNotListed once everything else is written.
 // Idempotent; call it again to change the config.
 func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) error {
 	if err := validQueue(q); err != nil {
@@ -192,9 +193,6 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 	if err := layout.Err(); err != nil {
 		return fmt.Errorf("broker: write layout of %s: %w", q, err)
 	}
-	if err := sadd.Err(); err != nil {
-		return fmt.Errorf("broker: register %s: %w", q, err)
-	}
 	for i, g := range groups {
 		if err := g.Err(); err != nil && !isBusyGroup(err) {
 			return fmt.Errorf("broker: create group on %s: %w", k.stream(i), err)
@@ -205,8 +203,20 @@ func (b *Broker) EnsureQueue(ctx context.Context, q QueueRef, cfg QueueConfig) e
 			return err
 		}
 	}
-	return b.writeFlow(ctx, q, cfg.Flow)
+	if err := b.writeFlow(ctx, q, cfg.Flow); err != nil {
+		return err
+	}
+	if err := sadd.Err(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotListed, q, err)
+	}
+	return nil
 }
+
+// ErrNotListed is EnsureQueue's error when it wrote the queue but could not
+// add it to its namespace's list (Queues): on Redis Cluster the list is on
+// the master of the namespace's own slot, which may be down while the
+// queue's is not. The queue works; calling EnsureQueue again lists it.
+var ErrNotListed = errors.New("broker: queue not added to its namespace's list")
 
 // raiseForFlow raises q to LayoutFlowControl unless it is there already; a
 // *Error CodeWorkersBehind names the live workers that read only older

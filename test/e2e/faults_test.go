@@ -29,6 +29,8 @@ import (
 	"github.com/Shopify/toxiproxy/v2"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -305,10 +307,13 @@ func readyWorkers(e *env, ns string) int {
 func TestFaultsOneMasterDown(t *testing.T) {
 	e := cluster
 	ns := e.namespace(t, "e2e-master-down")
-	victim := masterOf(t, e, ns)
+	victim := masterOf(t, e, broker.KeyPrefix(broker.QueueRef{Namespace: ns, Name: "q"}))
+	// A namespace whose Queue q is on another master, and whose list of
+	// queues (the key tagged {<ns>}) is on the one killed.
 	other := ""
 	for i := 0; other == ""; i++ {
-		if n := fmt.Sprintf("e2e-master-down-other-%d", i); masterOf(t, e, n) != victim {
+		n := fmt.Sprintf("e2e-master-down-other-%d", i)
+		if masterOf(t, e, broker.KeyPrefix(broker.QueueRef{Namespace: n, Name: "q"})) != victim && masterOf(t, e, "{"+n+"}") == victim {
 			other = e.namespace(t, n)
 		}
 	}
@@ -330,6 +335,8 @@ func TestFaultsOneMasterDown(t *testing.T) {
 		must(t, e.stack.Client.Create(t.Context(), task))
 		created := time.Now()
 		var took time.Duration
+		var ready bool
+		var readyMsg string
 		err := poll(t.Context(), otherQueueBound, func() error {
 			got := &dtqv1alpha1.Task{}
 			if err := e.stack.Client.Get(t.Context(), client.ObjectKeyFromObject(task), got); err != nil {
@@ -341,6 +348,18 @@ func TestFaultsOneMasterDown(t *testing.T) {
 			took = time.Since(created)
 			return nil
 		})
+		if err == nil {
+			// The Task's events made the Queue reconcile while the master
+			// was down: it stays Ready.
+			time.Sleep(1500 * time.Millisecond)
+			q := &dtqv1alpha1.Queue{}
+			must(t, e.stack.Client.Get(t.Context(), client.ObjectKey{Namespace: other, Name: "q"}, q))
+			c := meta.FindStatusCondition(q.Status.Conditions, dtqv1alpha1.QueueReady)
+			ready = c != nil && c.Status == metav1.ConditionTrue
+			if c != nil {
+				readyMsg = c.Reason + ": " + c.Message
+			}
+		}
 		var restarted error
 		wasDown := true
 		select {
@@ -355,18 +374,21 @@ func TestFaultsOneMasterDown(t *testing.T) {
 			t.Fatal("the Task on the other master succeeded only once the killed master was back")
 		}
 		t.Logf("a Task on another master succeeded %v after its create, while the master was down", took.Round(time.Millisecond))
+		if !ready {
+			t.Errorf("the other Queue was not Ready while its namespace's list of queues was down: %s", readyMsg)
+		}
 	}})
 }
 
 // masterOf returns the index (RedisAddrs' order) of the master of e's
-// cluster that holds Queue <ns>/q's slot.
-func masterOf(t *testing.T, e *env, ns string) int {
+// cluster that holds key's slot.
+func masterOf(t *testing.T, e *env, key string) int {
 	t.Helper()
 	cc, ok := e.rdb.(*redis.ClusterClient)
 	if !ok {
 		t.Fatalf("the %s stack's client is a %T, not a cluster client", e.name, e.rdb)
 	}
-	slot, err := cc.ClusterKeySlot(t.Context(), broker.KeyPrefix(broker.QueueRef{Namespace: ns, Name: "q"})).Result()
+	slot, err := cc.ClusterKeySlot(t.Context(), key).Result()
 	must(t, err)
 	shards, err := cc.ClusterShards(t.Context()).Result()
 	must(t, err)
