@@ -249,9 +249,8 @@ func startCluster(masters int) (addrs []string, stop func(), err error) {
 			stop()
 			return nil, nil, err
 		}
-		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--stream-node-max-entries", "20", "--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", i)), "--dir", dir)
+		cmd := exec.Command(bin, append([]string{"--port", fmt.Sprint(port), "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", i)), "--dir", dir}, serverArgs...)...)
 		if err := cmd.Start(); err != nil {
 			stop()
 			return nil, nil, err

@@ -35,6 +35,11 @@ type server struct {
 	cmd  *exec.Cmd
 }
 
+// serverArgs are the arguments of every redis-server the bench starts:
+// loopback, no persistence, and the setting docs/operations.md recommends
+// (stream-node-max-entries; the header prints the value a run had).
+var serverArgs = []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--stream-node-max-entries", "20"}
+
 func startRedis() (*server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -44,10 +49,7 @@ func startRedis() (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The setting docs/operations.md recommends (stream-node-max-entries); the
-	// header prints the value a run had.
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--stream-node-max-entries", "20")
+	cmd := exec.Command(bin, append([]string{"--port", fmt.Sprint(port)}, serverArgs...)...)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
