@@ -36,7 +36,7 @@ func TestUnreachableQueuesHoldOnlyTheirOwn(t *testing.T) {
 	up := types.NamespacedName{Namespace: "b", Name: "q"}
 	now := time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC)
 	refused := fmt.Errorf("get task x: broker: get task x: %w",
-		&net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: syscall.ECONNREFUSED.Error()}})
+		&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
 	u.observe(down, refused, now)
 	u.observe(up, nil, now)
 	if d := u.wait(down, now.Add(300*time.Millisecond)); d != 700*time.Millisecond {

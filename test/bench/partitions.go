@@ -69,14 +69,18 @@ func partitionsExperiment(masters, tasks, producers int, payload []byte) error {
 		cpu   []float64
 		sys   float64          // system CPU seconds, summed over the masters
 		calls map[string]int64 // command -> calls, summed over the masters
+		usec  int64            // EVALSHA's time, summed over the masters
 	}
 	read := func() sample {
 		s := sample{cpu: make([]float64, len(nodes)), calls: map[string]int64{}}
 		for i, n := range nodes {
 			u, sys := redisCPUSplit(ctx, n)
 			s.cpu[i], s.sys = u+sys, s.sys+sys
-			for c, k := range commandCalls(ctx, n) {
-				s.calls[c] += k
+			for c, k := range commandStats(ctx, n) {
+				s.calls[c] += k[0]
+				if c == "evalsha" {
+					s.usec += k[1]
+				}
 			}
 		}
 		return s
@@ -153,8 +157,8 @@ func partitionsExperiment(masters, tasks, producers int, payload []byte) error {
 					}
 				}
 				sort.Strings(cs)
-				fmt.Fprintf(os.Stderr, "%s, %d partitions: system CPU %.1f us/task; commands per task: %s\n", run.name, n,
-					(s1.sys-s0.sys)*1e6/float64(tasks), strings.Join(cs, ", "))
+				fmt.Fprintf(os.Stderr, "%s, %d partitions: system CPU %.1f us/task, wall time in EVALSHA %.1f us/task; commands per task: %s\n", run.name, n,
+					(s1.sys-s0.sys)*1e6/float64(tasks), float64(s1.usec-s0.usec)/float64(tasks), strings.Join(cs, ", "))
 			}
 			if n == masters {
 				fmt.Fprintf(tw, "%s\t%d vs 1\t\t\tx%.2f\tcapacity x%.2f\t\t\n", run.name, n, sum/summed[run.name], busiest[run.name]/top)
@@ -274,15 +278,19 @@ func startCluster(masters int) (addrs []string, stop func(), err error) {
 	return addrs, stop, nil
 }
 
-// commandCalls returns the calls of each command in INFO commandstats.
-func commandCalls(ctx context.Context, rdb *redis.Client) map[string]int64 {
+// commandStats returns the calls and microseconds of each command in INFO
+// commandstats.
+func commandStats(ctx context.Context, rdb *redis.Client) map[string][2]int64 {
 	info, _ := rdb.Info(ctx, "commandstats").Result()
-	out := map[string]int64{}
+	out := map[string][2]int64{}
 	for _, l := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":")
 		if name, found := strings.CutPrefix(name, "cmdstat_"); ok && found {
-			calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-			out[name], _ = strconv.ParseInt(calls, 10, 64)
+			calls, rest, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+			usec, _, _ := strings.Cut(strings.TrimPrefix(rest, "usec="), ",")
+			c, _ := strconv.ParseInt(calls, 10, 64)
+			u, _ := strconv.ParseInt(usec, 10, 64)
+			out[name] = [2]int64{c, u}
 		}
 	}
 	return out
