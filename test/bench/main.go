@@ -78,9 +78,10 @@ func main() {
 	only := flag.String("only", "", `run only one side: "dtq" or "peer" (with -cpuprofile, to profile one side)`)
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (client side) to this file")
 	partitions := flag.Int("partitions", 0, "instead of the table: one queue at 1 partition against the same queue at this many, on a cluster of as many masters (docs/benchmarks.md)")
+	hook := flag.String("hook", "", "with -partitions: a shell command run as each run's measured part starts and ends (PHASE=start|end, RUN, PARTITIONS in its environment), e.g. to zero and dump callgrind's counts")
 	flag.Parse()
 	if *partitions > 0 {
-		if err := partitionsExperiment(*partitions, *tasks, *producers, benchPayload); err != nil {
+		if err := partitionsExperiment(*partitions, *tasks, *producers, benchPayload, *hook); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,7 +51,7 @@ import (
 // capacity ratio is the busiest master's CPU per task at 1 partition over
 // the busiest's at M (how much more one queue can take before a master is
 // full), beside the summed CPU per task (what partitioning costs in all).
-func partitionsExperiment(masters, tasks, producers int, payload []byte) error {
+func partitionsExperiment(masters, tasks, producers int, payload []byte, hook string) error {
 	ctx := context.Background()
 	addrs, stop, err := startCluster(masters)
 	if err != nil {
@@ -130,9 +131,19 @@ func partitionsExperiment(masters, tasks, producers int, payload []byte) error {
 					return err
 				}
 			}
+			phase := func(p string) error {
+				if hook == "" {
+					return nil
+				}
+				cmd := exec.Command("sh", "-c", hook)
+				cmd.Env = append(os.Environ(), "PHASE="+p, "RUN="+run.name, "PARTITIONS="+strconv.Itoa(n))
+				cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+				return cmd.Run()
+			}
 			var s0 sample
-			d, err := run.fn(qs, func() { s0 = read() })
-			if err != nil {
+			var hookErr error
+			d, err := run.fn(qs, func() { s0, hookErr = read(), phase("start") })
+			if err = errors.Join(err, hookErr, phase("end")); err != nil {
 				return fmt.Errorf("%s, %d partitions: %w", run.name, n, err)
 			}
 			s1 := read()
