@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -182,7 +183,7 @@ func TestStandInKubelet(t *testing.T) {
 }
 
 // TestRestarts restarts the manager and Redis (one redis-server, or every
-// master of a cluster) and checks the data survives.
+// master of a cluster, then one master of it) and checks the data survives.
 func TestRestarts(t *testing.T) {
 	for name, cluster := range map[string]bool{"single": false, "cluster": true} {
 		t.Run(name, func(t *testing.T) {
@@ -210,6 +211,42 @@ func TestRestarts(t *testing.T) {
 			for _, k := range keys {
 				if got, err := rdb.Get(ctx, k).Result(); err != nil || got != k {
 					t.Fatalf("after a Redis restart: GET %s = %q, %v; want %s (AOF)", k, got, err, k)
+				}
+			}
+			if !cluster {
+				return
+			}
+			// One master down past the node timeout: the others serve their
+			// keys (cluster-require-full-coverage no), and its own come back.
+			back := make(chan error, 1)
+			go func() { back <- s.RestartRedisNode(ctx, 0, syscall.SIGKILL, 8*time.Second) }()
+			live := redis.NewClient(&redis.Options{Addr: s.RedisAddrs()[1]})
+			defer live.Close()
+			eventually(t, 7*time.Second, func() error { // the others mark it failed
+				nodes, err := live.ClusterNodes(ctx).Result()
+				if err != nil {
+					return err
+				}
+				for _, l := range strings.Split(nodes, "\n") {
+					if f := strings.Fields(l); len(f) > 2 && strings.HasPrefix(f[1], s.RedisAddrs()[0]+"@") && strings.Contains(f[2], "fail") && !strings.Contains(f[2], "fail?") {
+						return nil
+					}
+				}
+				return fmt.Errorf("master 0 not marked failed yet:\n%s", nodes)
+			})
+			served := 0
+			for _, k := range keys {
+				if got, err := rdb.Get(ctx, k).Result(); err == nil && got == k {
+					served++
+				}
+			}
+			must(t, <-back)
+			if served == 0 || served == len(keys) {
+				t.Errorf("with one of 3 masters down, %d of %d keys were served, want those of the other two", served, len(keys))
+			}
+			for _, k := range keys {
+				if got, err := rdb.Get(ctx, k).Result(); err != nil || got != k {
+					t.Fatalf("after one master's restart: GET %s = %q, %v; want %s (AOF)", k, got, err, k)
 				}
 			}
 		})
