@@ -219,10 +219,11 @@ func TestRestarts(t *testing.T) {
 			// One master down past the node timeout: the others serve their
 			// keys (cluster-require-full-coverage no), and its own come back.
 			back := make(chan error, 1)
-			go func() { back <- s.RestartRedisNode(ctx, 0, syscall.SIGKILL, 8*time.Second) }()
+			go func() { back <- s.RestartRedisNode(ctx, 0, syscall.SIGKILL, 15*time.Second) }()
+			killed := time.Now()
 			live := redis.NewClient(&redis.Options{Addr: s.RedisAddrs()[1]})
 			defer live.Close()
-			eventually(t, 7*time.Second, func() error { // the others mark it failed
+			eventually(t, 12*time.Second, func() error { // the others mark it failed
 				nodes, err := live.ClusterNodes(ctx).Result()
 				if err != nil {
 					return err
@@ -234,6 +235,7 @@ func TestRestarts(t *testing.T) {
 				}
 				return fmt.Errorf("master 0 not marked failed yet:\n%s", nodes)
 			})
+			t.Logf("master 0 marked failed %v after its kill", time.Since(killed).Round(time.Millisecond))
 			served := 0
 			for _, k := range keys {
 				if got, err := rdb.Get(ctx, k).Result(); err == nil && got == k {
