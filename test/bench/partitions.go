@@ -71,9 +71,10 @@ func partitionsExperiment(masters, tasks, producers int, payload []byte, hook st
 		sys   float64          // system CPU seconds, summed over the masters
 		calls map[string]int64 // command -> calls, summed over the masters
 		usec  int64            // EVALSHA's time, summed over the masters
+		evals []int64          // EVALSHA calls per master
 	}
 	read := func() sample {
-		s := sample{cpu: make([]float64, len(nodes)), calls: map[string]int64{}}
+		s := sample{cpu: make([]float64, len(nodes)), calls: map[string]int64{}, evals: make([]int64, len(nodes))}
 		for i, n := range nodes {
 			u, sys := redisCPUSplit(ctx, n)
 			s.cpu[i], s.sys = u+sys, s.sys+sys
@@ -81,6 +82,7 @@ func partitionsExperiment(masters, tasks, producers int, payload []byte, hook st
 				s.calls[c] += k[0]
 				if c == "evalsha" {
 					s.usec += k[1]
+					s.evals[i] = k[0]
 				}
 			}
 		}
@@ -168,8 +170,12 @@ func partitionsExperiment(masters, tasks, producers int, payload []byte, hook st
 					}
 				}
 				sort.Strings(cs)
-				fmt.Fprintf(os.Stderr, "%s, %d partitions: system CPU %.1f us/task, wall time in EVALSHA %.1f us/task; commands per task: %s\n", run.name, n,
-					(s1.sys-s0.sys)*1e6/float64(tasks), float64(s1.usec-s0.usec)/float64(tasks), strings.Join(cs, ", "))
+				evals := make([]string, len(nodes))
+				for i := range evals {
+					evals[i] = strconv.FormatInt(s1.evals[i]-s0.evals[i], 10)
+				}
+				fmt.Fprintf(os.Stderr, "%s, %d partitions: system CPU %.1f us/task, wall time in EVALSHA %.1f us/task, script calls per master %s; commands per task: %s\n", run.name, n,
+					(s1.sys-s0.sys)*1e6/float64(tasks), float64(s1.usec-s0.usec)/float64(tasks), strings.Join(evals, " "), strings.Join(cs, ", "))
 			}
 			if n == masters {
 				fmt.Fprintf(tw, "%s\t%d vs 1\t\t\tx%.2f\tcapacity x%.2f\t\t\n", run.name, n, sum/summed[run.name], busiest[run.name]/top)
